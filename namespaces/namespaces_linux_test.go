@@ -1,0 +1,152 @@
+package namespaces
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestStatAndSame(t *testing.T) {
+	self, err := Stat("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.Ino == 0 {
+		t.Fatal("zero inode")
+	}
+	same, err := Same("/proc/self/ns/pid", "/proc/thread-self/ns/pid")
+	if err != nil || !same {
+		t.Errorf("own pid namespace via self and thread-self: same=%v err=%v", same, err)
+	}
+	same, err = Same("/proc/self/ns/pid", "/proc/self/ns/ipc")
+	if err != nil || same {
+		t.Errorf("pid and ipc namespaces reported the same: %v %v", same, err)
+	}
+	if _, err := Stat("/nonexistent/ns"); err == nil {
+		t.Error("missing path accepted")
+	}
+}
+
+func TestOpenOwnProcess(t *testing.T) {
+	verified := false
+	hs, err := Open(os.Getpid(), []Kind{PID, IPC}, func() error { verified = true; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(hs)
+	if !verified {
+		t.Error("verify was not called")
+	}
+	for _, h := range hs {
+		want, err := Stat("/proc/self/ns/" + string(h.Kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.ID != want {
+			t.Errorf("%s handle = %v, want %v", h.Kind, h.ID, want)
+		}
+	}
+}
+
+func TestOpenRefusesWhatVerifyRejects(t *testing.T) {
+	reject := errors.New("not the target")
+	_, err := Open(os.Getpid(), []Kind{PID}, func() error { return reject })
+	if !errors.Is(err, reject) {
+		t.Errorf("err = %v, want the verifier's error", err)
+	}
+}
+
+func TestOpenExitedProcess(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(cmd.Process.Pid, []Kind{PID}, nil)
+	if !errors.Is(err, ErrExited) {
+		t.Errorf("err = %v, want ErrExited", err)
+	}
+	if _, err := Open(0, []Kind{PID}, nil); err == nil {
+		t.Error("pid 0 accepted")
+	}
+}
+
+// TestPinOutlivesProcess pins the PID namespace of a process that is init of
+// its own namespace, and checks the pin keeps naming that namespace, that
+// HasInit follows the init's life, and that Unpin leaves nothing mounted.
+func TestPinOutlivesProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a PID namespace and bind-mounts it")
+	}
+	cmd := exec.Command("unshare", "--pid", "--fork", "sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("unshare unavailable: %v", err)
+	}
+	defer cmd.Process.Kill()
+	child := waitChild(t, cmd.Process.Pid)
+	hs, err := Open(child, []Kind{PID}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := filepath.Join(t.TempDir(), "pins", "c1", "pid")
+	if err := Pin(hs[0], pin); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Unpin(pin) })
+	closeAll(hs)
+	if same, err := Same(pin, "/proc/"+strconv.Itoa(child)+"/ns/pid"); err != nil || !same {
+		t.Fatalf("pin does not name the child's namespace: %v %v", same, err)
+	}
+	if live, err := HasInit(pin); err != nil || !live {
+		t.Fatalf("HasInit with init running = %v %v, want true", live, err)
+	}
+	syscall.Kill(child, syscall.SIGKILL)
+	cmd.Wait()
+	if live, err := HasInit(pin); err != nil || live {
+		t.Fatalf("HasInit after init died = %v %v, want false", live, err)
+	}
+	if _, err := Stat(pin); err != nil {
+		t.Fatalf("pin gone with the process: %v", err)
+	}
+	if err := Unpin(pin); err != nil {
+		t.Fatal(err)
+	}
+	if mounted(pin) {
+		t.Error("still mounted after Unpin")
+	}
+	if _, err := os.Stat(pin); !os.IsNotExist(err) {
+		t.Errorf("pin file left: %v", err)
+	}
+	if err := Unpin(pin); err != nil {
+		t.Errorf("second Unpin: %v", err)
+	}
+}
+
+func waitChild(t *testing.T, parent int) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(parent) + "/task/" + strconv.Itoa(parent) + "/children")
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			pid, _ := strconv.Atoi(f[0])
+			return pid
+		}
+	}
+	t.Fatal("unshare started no child")
+	return 0
+}
+
+func mounted(path string) bool {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	return strings.Contains(string(b), " "+path+" ")
+}
+
+func closeAll(hs []*Handle) {
+	for _, h := range hs {
+		h.Close()
+	}
+}

@@ -1,0 +1,61 @@
+package oci
+
+import (
+	"encoding/json"
+	"fmt"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// AnnotationTargeting is the OCI annotation in which cri-nstarget records,
+// as JSON (a Record), what it did for a container that asked for
+// NamespaceMode TARGET. `crictl inspect` shows it under info.runtimeSpec.
+const AnnotationTargeting = "io.cri-nstarget.targeting"
+
+// Results of targeting one namespace.
+const (
+	Targeted = "targeted" // the container joins the target's namespace
+	Fallback = "fallback" // the container runs in the pod's namespace
+)
+
+// Record is what the shim did for one container.
+type Record struct {
+	Target     string                     `json:"target"`
+	Namespaces map[string]NamespaceRecord `json:"namespaces"`
+}
+
+// NamespaceRecord is the outcome for one namespace type ("pid", "ipc").
+type NamespaceRecord struct {
+	Result string `json:"result"`
+	Stage  string `json:"stage"`            // "create" or "start": when the outcome was decided
+	Reason string `json:"reason,omitempty"` // why a fallback happened
+	Path   string `json:"path,omitempty"`   // the pin the spec points at
+	Inode  uint64 `json:"inode,omitempty"`  // the target namespace's inode
+	// PodPath is the namespace path the backend chose for the pod's shared
+	// namespace: what a fallback after create restores.
+	PodPath string `json:"podPath,omitempty"`
+}
+
+// WithRecord stores r in the AnnotationTargeting annotation.
+func WithRecord(r Record) Opt {
+	return func(s *specs.Spec) error {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode targeting record: %w", err)
+		}
+		return WithAnnotation(AnnotationTargeting, string(b))(s)
+	}
+}
+
+// ParseRecord reads the record from a spec's annotations; ok is false when
+// there is none.
+func ParseRecord(annotations map[string]string) (r Record, ok bool, err error) {
+	v, ok := annotations[AnnotationTargeting]
+	if !ok {
+		return Record{}, false, nil
+	}
+	if err := json.Unmarshal([]byte(v), &r); err != nil {
+		return Record{}, true, fmt.Errorf("decode %s annotation: %w", AnnotationTargeting, err)
+	}
+	return r, true, nil
+}

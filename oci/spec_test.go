@@ -1,0 +1,128 @@
+package oci
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func TestWithNamespacePath(t *testing.T) {
+	for _, tc := range []struct {
+		desc     string
+		spec     specs.Spec
+		expected []specs.LinuxNamespace
+	}{
+		{
+			desc:     "zero spec gets the entry",
+			expected: []specs.LinuxNamespace{{Type: specs.PIDNamespace, Path: "/pin/pid"}},
+		},
+		{
+			desc: "existing entry is replaced, others kept",
+			spec: specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
+				{Type: specs.NetworkNamespace, Path: "/proc/7/ns/net"},
+				{Type: specs.PIDNamespace, Path: "/proc/7/ns/pid"},
+			}}},
+			expected: []specs.LinuxNamespace{
+				{Type: specs.NetworkNamespace, Path: "/proc/7/ns/net"},
+				{Type: specs.PIDNamespace, Path: "/pin/pid"},
+			},
+		},
+		{
+			desc: "new-namespace entry gets the path",
+			spec: specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}}}},
+			expected: []specs.LinuxNamespace{{Type: specs.PIDNamespace, Path: "/pin/pid"}},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := tc.spec
+			if err := Apply(&s, WithNamespacePath(specs.PIDNamespace, "/pin/pid")); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(s.Linux.Namespaces)
+			want, _ := json.Marshal(tc.expected)
+			if string(got) != string(want) {
+				t.Errorf("namespaces = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestWithNamespacePathRefusesEmptyPath(t *testing.T) {
+	var s specs.Spec
+	if err := Apply(&s, WithNamespacePath(specs.PIDNamespace, "")); err == nil {
+		t.Fatal("empty path accepted: the container would get a new namespace instead of the target's")
+	}
+}
+
+func TestNamespacePath(t *testing.T) {
+	s := &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.IPCNamespace, Path: "/x"}}}}
+	if p, ok := NamespacePath(s, specs.IPCNamespace); !ok || p != "/x" {
+		t.Errorf("ipc = %q %v, want /x true", p, ok)
+	}
+	if _, ok := NamespacePath(s, specs.PIDNamespace); ok {
+		t.Error("pid entry reported present")
+	}
+	if _, ok := NamespacePath(&specs.Spec{}, specs.PIDNamespace); ok {
+		t.Error("zero spec reported an entry")
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	rec := Record{Target: "abc", Namespaces: map[string]NamespaceRecord{
+		"pid": {Result: Targeted, Stage: "create", Path: "/run/pins/x/pid", Inode: 4026532, PodPath: "/proc/9/ns/pid"},
+		"ipc": {Result: Fallback, Stage: "create", Reason: "target is CONTAINER_EXITED, not running"},
+	}}
+	var s specs.Spec
+	if err := Apply(&s, WithRecord(rec)); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := ParseRecord(s.Annotations)
+	if err != nil || !ok {
+		t.Fatalf("ParseRecord: ok=%v err=%v", ok, err)
+	}
+	if got.Namespaces["pid"] != rec.Namespaces["pid"] || got.Namespaces["ipc"] != rec.Namespaces["ipc"] || got.Target != "abc" {
+		t.Errorf("round trip = %+v, want %+v", got, rec)
+	}
+	if _, ok, _ := ParseRecord(map[string]string{"other": "x"}); ok {
+		t.Error("record found where there is none")
+	}
+	if _, _, err := ParseRecord(map[string]string{AnnotationTargeting: "{"}); err == nil {
+		t.Error("broken record accepted")
+	}
+}
+
+// TestPatchKeepsUnknownFields: a spec written by a newer runtime may carry
+// fields this runtime-spec version does not know; Patch must not drop them.
+func TestPatchKeepsUnknownFields(t *testing.T) {
+	raw := `{"ociVersion":"1.2.0","futureTop":{"a":1},"process":{"args":["sh"],"futureProc":true},` +
+		`"linux":{"futureLinux":[1,2],"namespaces":[{"type":"pid","path":"/proc/5/ns/pid"},{"type":"mount"}]}}`
+	out, err := Patch([]byte(raw), func(s *specs.Spec) ([]Opt, error) {
+		if p, _ := NamespacePath(s, specs.PIDNamespace); p != "/proc/5/ns/pid" {
+			t.Errorf("edit saw pid path %q", p)
+		}
+		return []Opt{WithNamespacePath(specs.PIDNamespace, "/pin/pid"), WithAnnotation("k", "v")}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"futureTop":{"a":1}`, `"futureProc":true`, `"futureLinux":[1,2]`,
+		`{"type":"pid","path":"/pin/pid"}`, `{"type":"mount"}`, `"annotations":{"k":"v"}`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("patched spec lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestPatchPropagatesErrors(t *testing.T) {
+	if _, err := Patch([]byte("{"), func(*specs.Spec) ([]Opt, error) { return nil, nil }); err == nil {
+		t.Error("broken JSON accepted")
+	}
+	_, err := Patch([]byte("{}"), func(*specs.Spec) ([]Opt, error) {
+		return []Opt{WithNamespacePath(specs.PIDNamespace, "")}, nil
+	})
+	if err == nil {
+		t.Error("failing option ignored")
+	}
+}
