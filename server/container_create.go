@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/containerd/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// outcome is what targeting decided for one CreateContainer.
+type outcome struct {
+	name    string // the new container's name, for messages
+	rec     oci.Record
+	handles []*namespaces.Handle // open target namespaces, until pinned
+	fails   []failure            // fallbacks, in the order they were decided
+}
+
+// failure is one fallback, with the code strict mode answers it with.
+type failure struct {
+	kind   string
+	code   codes.Code
+	reason string
+}
+
+func (o *outcome) fallBack(kind string, stage string, code codes.Code, reason string) {
+	o.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason}
+	o.fails = append(o.fails, failure{kind: kind, code: code, reason: reason})
+}
+
+func (o *outcome) close() {
+	for _, h := range o.handles {
+		h.Close()
+	}
+}
+
+// createContainer handles CreateContainer: requests without TARGET (or an
+// unknown NamespaceMode) go to the backend byte for byte. Otherwise the target
+// is resolved and its namespaces opened before anything is created, the
+// request is forwarded with POD in place of TARGET, and the new container's
+// spec is pointed at pins of the target's namespaces.
+func (s *Server) createContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
+	req := new(runtimeapi.CreateContainerRequest)
+	if err := proto.Unmarshal(raw, req); err != nil {
+		return nil, invalidf("malformed CreateContainerRequest: %w", err)
+	}
+	p, err := planFor(req)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return fwd(ctx, raw)
+	}
+	o, err := s.prepare(ctx, req, p)
+	if err != nil {
+		return nil, err
+	}
+	defer o.close()
+	if err := s.strictErr(o); err != nil {
+		return nil, err
+	}
+	setPodModes(req)
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
+	}
+	out, err := fwd(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	resp := new(runtimeapi.CreateContainerResponse)
+	if err := proto.Unmarshal(out, resp); err != nil || resp.GetContainerId() == "" {
+		return nil, fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", o.name, err)
+	}
+	if err := s.finish(ctx, resp.GetContainerId(), o); err != nil {
+		s.discard(ctx, resp.GetContainerId())
+		return nil, err
+	}
+	return out, nil
+}
+
+// prepare resolves the target and opens its namespaces. Errors are the
+// caller's (InvalidArgument, NotFound, FailedPrecondition); whatever keeps
+// targeting from being honoured otherwise becomes a fallback in the outcome.
+func (s *Server) prepare(ctx context.Context, req *runtimeapi.CreateContainerRequest, p *plan) (*outcome, error) {
+	o := &outcome{name: containerName(req), rec: oci.Record{Target: p.target, Namespaces: map[string]oci.NamespaceRecord{}}}
+	for _, u := range p.unknown {
+		o.fallBack(u.kind, "create", codes.InvalidArgument,
+			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
+	}
+	if len(p.kinds) == 0 {
+		return o, nil
+	}
+	t, err := s.resolveTarget(ctx, req, p.target)
+	if err != nil {
+		return nil, err
+	}
+	o.rec.Target = t.GetId()
+	fail := func(code codes.Code, reason string) (*outcome, error) {
+		for _, k := range p.kinds {
+			o.fallBack(string(k), "create", code, reason)
+		}
+		return o, nil
+	}
+	if st := t.GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return fail(codes.FailedPrecondition, fmt.Sprintf("target is %s, not running", st))
+	}
+	pid, err := s.tasks.TaskPID(ctx, t.GetId())
+	if err != nil {
+		return fail(codeOf(err), fmt.Sprintf("find the target's process: %v", err))
+	}
+	hs, err := s.openNS(int(pid), p.kinds, func() error {
+		again, err := s.tasks.TaskPID(ctx, t.GetId())
+		if err != nil {
+			return err
+		}
+		if again != pid {
+			return fmt.Errorf("target's task pid changed from %d to %d", pid, again)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
+	}
+	o.handles = hs
+	for _, h := range hs {
+		o.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino}
+	}
+	return o, nil
+}
+
+// resolveTarget finds the target through the backend's CRI, which also
+// resolves an unambiguous id prefix to the full id.
+func (s *Server) resolveTarget(ctx context.Context, req *runtimeapi.CreateContainerRequest, id string) (*runtimeapi.Container, error) {
+	name, sandbox := containerName(req), req.GetPodSandboxId()
+	resp, err := s.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
+	if err != nil {
+		return nil, fmt.Errorf("container %q: resolve target %q: %w", name, id, err)
+	}
+	switch cs := resp.GetContainers(); {
+	case len(cs) == 0:
+		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, id)
+	case len(cs) > 1:
+		return nil, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
+	}
+	t := resp.GetContainers()[0]
+	if sandbox == "" || !strings.HasPrefix(t.GetPodSandboxId(), sandbox) {
+		return nil, preconditionf("container %q in pod sandbox %q: target container %q belongs to pod sandbox %q; a container can only target a container of its own pod",
+			name, sandbox, t.GetId(), t.GetPodSandboxId())
+	}
+	return t, nil
+}
+
+// finish pins the opened namespaces for the new container and records the
+// outcome in its spec. An error means the container must not be kept.
+func (s *Server) finish(ctx context.Context, id string, o *outcome) error {
+	if len(o.handles) > 0 {
+		paths, err := s.pins.Hold(id, o.handles)
+		for _, h := range o.handles {
+			kind := string(h.Kind)
+			if err != nil {
+				o.fallBack(kind, "create", codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", err))
+				continue
+			}
+			r := o.rec.Namespaces[kind]
+			r.Path = paths[h.Kind]
+			o.rec.Namespaces[kind] = r
+		}
+	}
+	if err := s.strictErr(o); err != nil {
+		return err
+	}
+	err := s.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		var opts []oci.Opt
+		for kind, r := range o.rec.Namespaces {
+			if r.Result != oci.Targeted {
+				continue
+			}
+			r.PodPath, _ = oci.NamespacePath(spec, specs.LinuxNamespaceType(kind))
+			o.rec.Namespaces[kind] = r
+			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), r.Path))
+		}
+		return append(opts, oci.WithRecord(o.rec)), nil
+	})
+	if err != nil {
+		if s.strict {
+			return coded(codeOf(err), "container %q (%s): strict targeting: point its spec at target %q: %w", o.name, id, o.rec.Target, err)
+		}
+		// The backend made the container in the pod's namespaces: that is the
+		// fallback, without the annotation that could not be written.
+		for kind, r := range o.rec.Namespaces {
+			if r.Result == oci.Targeted {
+				o.fallBack(kind, "create", codeOf(err), fmt.Sprintf("update the container's spec: %v", err))
+			}
+		}
+		if rerr := s.pins.Release(id); rerr != nil {
+			s.log.WithError(rerr).WithField("container", id).Warn("release pins")
+		}
+	}
+	s.report(id, o)
+	return nil
+}
+
+// strictErr is the error strict mode answers the first fallback with.
+func (s *Server) strictErr(o *outcome) error {
+	if !s.strict || len(o.fails) == 0 {
+		return nil
+	}
+	f := o.fails[0]
+	return coded(f.code, "container %q: strict targeting: the %s namespace of target %q cannot be joined: %s", o.name, f.kind, o.rec.Target, f.reason)
+}
+
+// report logs the outcome: one line per targeted container, one warning per
+// fallback, each naming both containers.
+func (s *Server) report(id string, o *outcome) {
+	log := s.log.WithFields(logrus.Fields{"container": id, "name": o.name, "target": o.rec.Target})
+	for _, f := range o.fails {
+		log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason}).Warn("targeting fell back to the pod's namespace")
+	}
+	for kind, r := range o.rec.Namespaces {
+		if r.Result == oci.Targeted {
+			log.WithFields(logrus.Fields{"namespace": kind, "inode": r.Inode, "pin": r.Path}).Info("container joins the target's namespace")
+		}
+	}
+}
+
+// discard removes a container the shim will not keep, and its pins.
+func (s *Server) discard(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
+	defer cancel()
+	log := s.log.WithField("container", id)
+	if _, err := s.cri.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		log.WithError(err).Error("remove the container after a failed create or start; it is left in the backend")
+	}
+	if err := s.pins.Release(id); err != nil {
+		log.WithError(err).Error("release pins")
+	}
+}
+
+// setPodModes replaces TARGET and unknown modes with POD, so that the
+// backend does nothing special.
+func setPodModes(req *runtimeapi.CreateContainerRequest) {
+	o := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
+	for _, m := range []*runtimeapi.NamespaceMode{&o.Pid, &o.Ipc, &o.Network} {
+		switch *m {
+		case runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_NODE:
+		default:
+			*m = runtimeapi.NamespaceMode_POD
+		}
+	}
+	o.TargetId = ""
+}
+
+// codeOf picks the code for a failure to reach the target: Unavailable when
+// containerd did not answer, FailedPrecondition otherwise.
+func codeOf(err error) codes.Code {
+	if errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return codes.Unavailable
+	}
+	return codes.FailedPrecondition
+}

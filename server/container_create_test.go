@@ -1,0 +1,326 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/containerd/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+func createReq(sandbox string, ns *runtimeapi.NamespaceOption) *runtimeapi.CreateContainerRequest {
+	return &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sandbox,
+		Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "debugger"},
+			Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}},
+		},
+	}
+}
+
+func pidTarget(id string) *runtimeapi.NamespaceOption {
+	return &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: id}
+}
+
+func TestPlanFor(t *testing.T) {
+	for _, tc := range []struct {
+		desc  string
+		ns    *runtimeapi.NamespaceOption
+		code  codes.Code // OK: no error
+		kinds []namespaces.Kind
+		plan  bool
+	}{
+		{desc: "no namespace options"},
+		{desc: "all POD", ns: &runtimeapi.NamespaceOption{}},
+		{desc: "pid CONTAINER, ipc NODE", ns: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_NODE}},
+		{desc: "pid TARGET", ns: pidTarget("abc123"), plan: true, kinds: []namespaces.Kind{namespaces.PID}},
+		{desc: "pid and ipc TARGET", ns: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "a.b_c-d"},
+			plan: true, kinds: []namespaces.Kind{namespaces.PID, namespaces.IPC}},
+		{desc: "ipc TARGET", ns: &runtimeapi.NamespaceOption{Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "abc"}, plan: true, kinds: []namespaces.Kind{namespaces.IPC}},
+		{desc: "unknown pid mode", ns: &runtimeapi.NamespaceOption{Pid: 7}, plan: true},
+		{desc: "TARGET without target_id", ns: pidTarget(""), code: codes.InvalidArgument},
+		{desc: "network TARGET", ns: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_TARGET, TargetId: "abc"}, code: codes.InvalidArgument},
+		{desc: "slash", ns: pidTarget("abc/def"), code: codes.InvalidArgument},
+		{desc: "absolute path", ns: pidTarget("/proc/1/ns/pid"), code: codes.InvalidArgument},
+		{desc: "dot dot", ns: pidTarget(".."), code: codes.InvalidArgument},
+		{desc: "dot dot inside", ns: pidTarget("a..b"), code: codes.InvalidArgument},
+		{desc: "leading dash", ns: pidTarget("-rf"), code: codes.InvalidArgument},
+		{desc: "trailing dot", ns: pidTarget("abc."), code: codes.InvalidArgument},
+		{desc: "NUL", ns: pidTarget("abc\x00def"), code: codes.InvalidArgument},
+		{desc: "non-UTF-8", ns: pidTarget("abc\xff"), code: codes.InvalidArgument},
+		{desc: "non-ASCII letter", ns: pidTarget("abcé"), code: codes.InvalidArgument},
+		{desc: "space", ns: pidTarget("abc def"), code: codes.InvalidArgument},
+		{desc: "absurd length", ns: pidTarget(strings.Repeat("a", 1<<20)), code: codes.InvalidArgument},
+		{desc: "longest allowed", ns: pidTarget(strings.Repeat("a", maxIDLen)), plan: true, kinds: []namespaces.Kind{namespaces.PID}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p, err := planFor(createReq("sb", tc.ns))
+			if got := status.Code(toStatus(err)); got != tc.code {
+				t.Fatalf("code = %v (%v), want %v", got, err, tc.code)
+			}
+			if err != nil {
+				if len(err.Error()) > 400 {
+					t.Errorf("message is %d bytes long: an absurd id must not be echoed whole", len(err.Error()))
+				}
+				if !strings.Contains(err.Error(), "debugger") {
+					t.Errorf("message %q does not name the container", err)
+				}
+				return
+			}
+			if (p != nil) != tc.plan {
+				t.Fatalf("plan = %+v, want plan=%v", p, tc.plan)
+			}
+			if p != nil && strings.Join(kindStrings(p.kinds), ",") != strings.Join(kindStrings(tc.kinds), ",") {
+				t.Errorf("kinds = %v, want %v", p.kinds, tc.kinds)
+			}
+		})
+	}
+}
+
+func kindStrings(ks []namespaces.Kind) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, string(k))
+	}
+	return out
+}
+
+// addTarget puts a container in the fake backend.
+func (r *rig) addTarget(id, sandbox string, state runtimeapi.ContainerState) {
+	r.backend.mu.Lock()
+	defer r.backend.mu.Unlock()
+	r.backend.containers = append(r.backend.containers, &runtimeapi.Container{Id: id, PodSandboxId: sandbox, State: state})
+}
+
+func (r *rig) create(t *testing.T, req *runtimeapi.CreateContainerRequest) (string, error) {
+	t.Helper()
+	resp, err := runtimeapi.NewRuntimeServiceClient(r.shim).CreateContainer(context.Background(), req)
+	return resp.GetContainerId(), err
+}
+
+func (r *rig) record(t *testing.T, id string) oci.Record {
+	t.Helper()
+	r.specs.mu.Lock()
+	defer r.specs.mu.Unlock()
+	s, ok := r.specs.specs[id]
+	if !ok {
+		t.Fatalf("spec of %q never edited", id)
+	}
+	rec, ok, err := oci.ParseRecord(s.Annotations)
+	if err != nil || !ok {
+		t.Fatalf("record of %q: ok=%v err=%v", id, ok, err)
+	}
+	return rec
+}
+
+func (r *rig) nsPath(id string, typ specs.LinuxNamespaceType) string {
+	r.specs.mu.Lock()
+	defer r.specs.mu.Unlock()
+	p, _ := oci.NamespacePath(r.specs.specs[id], typ)
+	return p
+}
+
+func (r *rig) createdCount() int {
+	r.backend.mu.Lock()
+	defer r.backend.mu.Unlock()
+	return len(r.backend.created)
+}
+
+func (r *rig) backendContainers() int {
+	r.backend.mu.Lock()
+	defer r.backend.mu.Unlock()
+	return len(r.backend.containers)
+}
+
+func TestCreateWithoutTargetIsUntouched(t *testing.T) {
+	r := newRig(t, false)
+	req := createReq("sb1", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER})
+	if _, err := r.create(t, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_CONTAINER {
+		t.Errorf("backend got pid %v", got)
+	}
+	if len(r.specs.specs) != 0 || len(r.opened) != 0 {
+		t.Error("shim touched a container that asked for no targeting")
+	}
+}
+
+func TestCreateTargetsPIDAndIPC(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", &runtimeapi.NamespaceOption{
+		Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if got.GetPid() != runtimeapi.NamespaceMode_POD || got.GetIpc() != runtimeapi.NamespaceMode_POD || got.GetTargetId() != "" {
+		t.Errorf("backend got %v, want POD/POD and no target_id", got)
+	}
+	for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.IPCNamespace} {
+		if p, want := r.nsPath(id, typ), "/pins/"+id+"/"+string(typ); p != want {
+			t.Errorf("%s path = %q, want the pin %q", typ, p, want)
+		}
+	}
+	rec := r.record(t, id)
+	if rec.Target != "app1" {
+		t.Errorf("record target = %q", rec.Target)
+	}
+	pid := rec.Namespaces["pid"]
+	if pid.Result != oci.Targeted || pid.PodPath != "/proc/42/ns/pid" || pid.Inode == 0 {
+		t.Errorf("pid record = %+v, want targeted, pod path kept, inode set", pid)
+	}
+	if rec.Namespaces["ipc"].Result != oci.Targeted {
+		t.Errorf("ipc record = %+v", rec.Namespaces["ipc"])
+	}
+}
+
+func TestCreateRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		desc   string
+		target string
+		code   codes.Code
+	}{
+		{"unknown target", "ghost", codes.NotFound},
+		{"target in another pod", "other", codes.FailedPrecondition},
+		{"ambiguous prefix", "dup", codes.InvalidArgument},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			for _, strict := range []bool{false, true} {
+				r := newRig(t, strict)
+				r.addTarget("other", "sb2", runtimeapi.ContainerState_CONTAINER_RUNNING)
+				r.addTarget("dup", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+				r.addTarget("dup", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+				_, err := r.create(t, createReq("sb1", pidTarget(tc.target)))
+				if status.Code(err) != tc.code {
+					t.Fatalf("strict=%v: %v, want %v", strict, err, tc.code)
+				}
+				if msg := status.Convert(err).Message(); !strings.Contains(msg, "debugger") || !strings.Contains(msg, tc.target) {
+					t.Errorf("message %q does not name both containers", msg)
+				}
+				if r.createdCount() != 0 {
+					t.Error("backend was asked to create a container")
+				}
+			}
+		})
+	}
+}
+
+func TestCreateFallbacks(t *testing.T) {
+	for _, tc := range []struct {
+		desc       string
+		state      runtimeapi.ContainerState
+		taskErr    error
+		ns         *runtimeapi.NamespaceOption
+		strictCode codes.Code
+		reason     string
+	}{
+		{"target exited", runtimeapi.ContainerState_CONTAINER_EXITED, nil, pidTarget("app1"), codes.FailedPrecondition, "CONTAINER_EXITED"},
+		{"target created, not started", runtimeapi.ContainerState_CONTAINER_CREATED, nil, pidTarget("app1"), codes.FailedPrecondition, "not running"},
+		{"containerd unreachable", runtimeapi.ContainerState_CONTAINER_RUNNING, errdefs.ErrUnavailable, pidTarget("app1"), codes.Unavailable, "unavailable"},
+		{"no task", runtimeapi.ContainerState_CONTAINER_RUNNING, errTaskNotRunning, pidTarget("app1"), codes.FailedPrecondition, "task not running"},
+		{"unknown mode", runtimeapi.ContainerState_CONTAINER_RUNNING, nil, &runtimeapi.NamespaceOption{Pid: 9}, codes.InvalidArgument, "unknown NamespaceMode 9"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newRig(t, false)
+			r.addTarget("app1", "sb1", tc.state)
+			r.tasks.err = tc.taskErr
+			id, err := r.create(t, createReq("sb1", tc.ns))
+			if err != nil {
+				t.Fatalf("default mode must fall back, got %v", err)
+			}
+			if got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
+				t.Errorf("backend got pid %v, want POD", got)
+			}
+			if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
+				t.Errorf("pid path = %q, want the pod's", p)
+			}
+			fb := r.record(t, id).Namespaces["pid"]
+			if fb.Result != oci.Fallback || !strings.Contains(fb.Reason, tc.reason) {
+				t.Errorf("record = %+v, want fallback mentioning %q", fb, tc.reason)
+			}
+			if len(r.pins.held) != 0 {
+				t.Errorf("pins held after fallback: %v", r.pins.held)
+			}
+
+			r = newRig(t, true)
+			r.addTarget("app1", "sb1", tc.state)
+			r.tasks.err = tc.taskErr
+			_, err = r.create(t, createReq("sb1", tc.ns))
+			if status.Code(err) != tc.strictCode || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("strict: %v, want %v mentioning %q", err, tc.strictCode, tc.reason)
+			}
+			if r.createdCount() != 0 {
+				t.Error("strict: backend was asked to create a container")
+			}
+		})
+	}
+}
+
+// TestCreateCleansUpAfterLateFailure: when the spec cannot be rewritten after
+// the backend made the container, strict mode removes it and its pins;
+// default mode keeps it in the pod's namespaces and releases the pins.
+func TestCreateCleansUpAfterLateFailure(t *testing.T) {
+	for _, strict := range []bool{true, false} {
+		r := newRig(t, strict)
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		r.specs.err = errdefs.ErrUnavailable
+		_, err := r.create(t, createReq("sb1", pidTarget("app1")))
+		if strict {
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("strict: %v, want Unavailable", err)
+			}
+			if len(r.backend.removed) != 1 || r.backendContainers() != 1 { // the target stays
+				t.Errorf("strict: removed %v, %d containers left; want the new one removed", r.backend.removed, r.backendContainers())
+			}
+		} else if err != nil {
+			t.Errorf("default: %v", err)
+		}
+		if len(r.pins.held) != 0 {
+			t.Errorf("strict=%v: pins held: %v", strict, r.pins.held)
+		}
+	}
+}
+
+func TestCreatePinFailureFallsBack(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	r.pins.err = errors.New("mount: operation not permitted")
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || !strings.Contains(fb.Reason, "not permitted") {
+		t.Errorf("record = %+v", fb)
+	}
+	if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
+		t.Errorf("pid path = %q, want the pod's", p)
+	}
+}
+
+func TestCreateVerifiesTaskPID(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	calls := 0
+	r.server.tasks = taskFunc(func() (uint32, error) { calls++; return uint32(100 + calls), nil }) // pid moves
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || !strings.Contains(fb.Reason, "pid changed") {
+		t.Errorf("record = %+v, want fallback on a moved pid", fb)
+	}
+}
+
+type taskFunc func() (uint32, error)
+
+func (f taskFunc) TaskPID(context.Context, string) (uint32, error) { return f() }

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+)
+
+// pinDir keeps namespace pins on disk, one directory per container:
+// <dir>/<container id>/<kind>. Nothing about pins lives only in memory, so a
+// restarted shim sees every pin its predecessor made.
+type pinDir struct{ dir string }
+
+// containerDir is the pin directory of container id. Ids come from clients
+// (StartContainer, RemoveContainer): one that is not a well-formed container
+// id has no directory, so no request can reach a path outside dir.
+func (p pinDir) containerDir(id string) (string, bool) {
+	if validateID(id) != nil {
+		return "", false
+	}
+	return filepath.Join(p.dir, id), true
+}
+
+// Hold pins each handle for container id and returns the pin paths. On
+// error, nothing stays pinned for id.
+func (p pinDir) Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
+	d, ok := p.containerDir(id)
+	if !ok {
+		return nil, fmt.Errorf("pin namespaces of %q: not a container id", id)
+	}
+	paths := make(map[namespaces.Kind]string, len(hs))
+	for _, h := range hs {
+		path := filepath.Join(d, string(h.Kind))
+		if err := namespaces.Pin(h, path); err != nil {
+			return nil, errors.Join(err, p.Release(id))
+		}
+		paths[h.Kind] = path
+	}
+	return paths, nil
+}
+
+// Path returns the pin of kind for container id, if there is one.
+func (p pinDir) Path(id string, kind namespaces.Kind) (string, bool) {
+	d, ok := p.containerDir(id)
+	if !ok {
+		return "", false
+	}
+	path := filepath.Join(d, string(kind))
+	if _, err := os.Lstat(path); err != nil {
+		return "", false
+	}
+	return path, true
+}
+
+// Release unpins everything held for container id.
+func (p pinDir) Release(id string) error {
+	d, ok := p.containerDir(id)
+	if !ok {
+		return nil
+	}
+	entries, err := os.ReadDir(d)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release pins of %q: %w", id, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, namespaces.Unpin(filepath.Join(d, e.Name())))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("release pins of %q: %w", id, err)
+	}
+	if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("release pins of %q: %w", id, err)
+	}
+	return nil
+}
+
+// IDs lists the containers that hold pins.
+func (p pinDir) IDs() ([]string, error) {
+	entries, err := os.ReadDir(p.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list pins: %w", err)
+	}
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}

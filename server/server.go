@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/containerd"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// discardTimeout bounds the clean-up of a container the shim will not keep.
+const discardTimeout = 30 * time.Second
+
+// MaxMsgSize bounds CRI messages in both directions, as kubelet does.
+const MaxMsgSize = 16 << 20
+
+// Options wires a Server to its backends.
+type Options struct {
+	// Backend is the connection to the backend's CRI socket.
+	Backend *grpc.ClientConn
+	// Containerd is a client of the same containerd's own API.
+	Containerd *containerd.Client
+	// ContainerdNamespace is the containerd namespace of CRI objects (k8s.io).
+	ContainerdNamespace string
+	// StateDir holds the pins, under StateDir/pins.
+	StateDir string
+	// Strict turns every targeting fallback into an error.
+	Strict bool
+	Log    *logrus.Entry
+}
+
+// Interfaces the handlers need, small so unit tests can fake them.
+type (
+	// backendCRI is the typed part of the backend's CRI the shim calls itself.
+	backendCRI interface {
+		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+	}
+	taskLookup interface {
+		TaskPID(ctx context.Context, id string) (uint32, error)
+	}
+	specEditor interface {
+		EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error
+	}
+	pinStore interface {
+		Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
+		Path(id string, kind namespaces.Kind) (string, bool)
+		Release(id string) error
+		IDs() ([]string, error)
+	}
+)
+
+// Server is the CRI proxy.
+type Server struct {
+	proxy   proxy
+	hooks   map[string]hook
+	cri     backendCRI
+	tasks   taskLookup
+	specs   specEditor
+	pins    pinStore
+	openNS  func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error)
+	hasInit func(path string) (bool, error)
+	strict  bool
+	log     *logrus.Entry
+	grpc    *grpc.Server
+}
+
+// New builds a Server from opts.
+func New(opts Options) *Server {
+	api := containerdAPI{client: opts.Containerd, ns: opts.ContainerdNamespace}
+	return newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
+		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log)
+}
+
+func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, strict bool, log *logrus.Entry) *Server {
+	if log == nil {
+		log = logrus.NewEntry(logrus.StandardLogger())
+	}
+	s := &Server{
+		proxy:   proxy{backend: backend, codec: newRawCodec()},
+		cri:     cri,
+		tasks:   tasks,
+		specs:   specs,
+		pins:    pins,
+		openNS:  namespaces.Open,
+		hasInit: namespaces.HasInit,
+		strict:  strict,
+		log:     log,
+	}
+	s.hooks = map[string]hook{
+		"/runtime.v1.RuntimeService/CreateContainer":  s.createContainer,
+		"/runtime.v1.RuntimeService/StartContainer":   s.startContainer,
+		"/runtime.v1.RuntimeService/RemoveContainer":  s.removeContainer,
+		"/runtime.v1.RuntimeService/RemovePodSandbox": s.removePodSandbox,
+	}
+	s.grpc = grpc.NewServer(
+		grpc.UnknownServiceHandler(s.handle),
+		grpc.ForceServerCodecV2(s.proxy.codec),
+		grpc.MaxRecvMsgSize(MaxMsgSize),
+		grpc.MaxSendMsgSize(MaxMsgSize),
+	)
+	return s
+}
+
+// Serve serves CRI on lis until Stop or GracefulStop.
+func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
+
+// Shutdown stops accepting calls and waits for those in flight, up to ctx's
+// deadline; then it cuts the rest.
+func (s *Server) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+// handle serves every method: the instrumentation boundary.
+func (s *Server) handle(_ any, ss grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(ss)
+	start := time.Now()
+	var err error
+	if unaryMethods[method] {
+		err = s.proxy.unary(ss, method, s.hooks[method])
+	} else {
+		err = s.proxy.stream(ss, method)
+	}
+	err = toStatus(err)
+	s.observe(method, start, err)
+	return err
+}
+
+// ReleaseStale releases the pins of containers the backend no longer has.
+// The pin list is read before the backend's container list, so a pin made
+// for a container created meanwhile is never taken for stale.
+func (s *Server) ReleaseStale(ctx context.Context) error {
+	ids, err := s.pins.IDs()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	resp, err := s.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return fmt.Errorf("release stale pins: list backend containers: %w", err)
+	}
+	live := make(map[string]bool, len(resp.GetContainers()))
+	for _, c := range resp.GetContainers() {
+		live[c.GetId()] = true
+	}
+	for _, id := range ids {
+		if live[id] {
+			continue
+		}
+		if err := s.pins.Release(id); err != nil {
+			return err
+		}
+		s.log.WithField("container", id).Info("released pins of a container the backend no longer has")
+	}
+	return nil
+}
