@@ -35,7 +35,12 @@ type Handle struct {
 }
 
 // Close releases the handle.
-func (h *Handle) Close() error { return h.file.Close() }
+func (h *Handle) Close() error {
+	if h.file == nil {
+		return nil
+	}
+	return h.file.Close()
+}
 
 // ErrExited is returned by Open when the process exited (or its PID was never
 // that of a live process) while its namespaces were being opened.
