@@ -1,0 +1,275 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+const (
+	defaultStartTimeout = 30 * time.Second
+	stopTimeout         = 10 * time.Second
+	logTailBytes        = 4096
+)
+
+// Options configure StartContainerd.
+type Options struct {
+	// Dir holds everything containerd writes; it must be short (unix socket
+	// paths are limited to ~108 bytes), e.g. os.MkdirTemp("/tmp", "nst-").
+	// Stop removes it.
+	Dir string
+	// RegistryHost ("127.0.0.1:PORT") is mirrored to http://RegistryHost.
+	RegistryHost string
+	// SandboxImage is the full reference of the CRI sandbox (pause) image.
+	SandboxImage string
+	// Binary is the containerd executable; default "containerd".
+	Binary string
+	// LogWriter also receives containerd's stdout and stderr, which always
+	// go to Dir/containerd.log.
+	LogWriter io.Writer
+	// StartTimeout bounds the wait for CRI to answer; default 30s.
+	StartTimeout time.Duration
+}
+
+// Containerd is a private containerd process; see StartContainerd.
+type Containerd struct {
+	// Dir holds containerd's config, root, state, sockets and log.
+	Dir string
+
+	opts       Options
+	configPath string
+	hostLock   *os.File // shared residue lock, see lockHost
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has been waited for
+	log     *os.File
+	stopped bool
+	stopErr error
+}
+
+// StartContainerd writes a config into opts.Dir, starts containerd and waits
+// until its CRI service answers. On failure it stops what it started.
+func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
+	if opts.Binary == "" {
+		opts.Binary = "containerd"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = defaultStartTimeout
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("containerd dir: empty; need a short directory such as os.MkdirTemp(\"/tmp\", \"nst-\")")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("containerd dir %q: %w", opts.Dir, err)
+	}
+	opts.Dir = dir
+	configPath, err := writeConfig(dir, opts.RegistryHost, opts.SandboxImage)
+	if err != nil {
+		return nil, err
+	}
+	c := &Containerd{Dir: dir, opts: opts, configPath: configPath}
+	if c.hostLock, err = lockHost(); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	if err := c.start(ctx); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
+}
+
+// Address returns the path of containerd's gRPC (and CRI) socket.
+func (c *Containerd) Address() string { return socketPath(c.Dir) }
+
+// Endpoint returns the CRI endpoint, "unix://" + Address().
+func (c *Containerd) Endpoint() string { return "unix://" + c.Address() }
+
+// LogPath returns the file holding containerd's output (gone after Stop).
+func (c *Containerd) LogPath() string { return filepath.Join(c.Dir, "containerd.log") }
+
+// PID returns the PID of the running containerd, or 0.
+func (c *Containerd) PID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// ShimPIDs returns the running shims started by this containerd.
+func (c *Containerd) ShimPIDs() ([]Proc, error) {
+	shims, err := findShims(c.Address())
+	if err != nil {
+		return nil, fmt.Errorf("find shims of %s: %w", c.Address(), err)
+	}
+	procs := make([]Proc, len(shims))
+	for i, s := range shims {
+		procs[i] = s.proc
+	}
+	return procs, nil
+}
+
+// start runs containerd and waits for CRI to answer Version.
+func (c *Containerd) start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("start containerd: already stopped")
+	}
+	log, err := os.OpenFile(c.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open containerd log: %w", err)
+	}
+	cmd := exec.Command(c.opts.Binary, "--config", c.configPath)
+	cmd.Dir = c.Dir
+	cmd.Stdout, cmd.Stderr = log, log
+	if c.opts.LogWriter != nil {
+		w := io.MultiWriter(log, c.opts.LogWriter)
+		cmd.Stdout, cmd.Stderr = w, w
+		cmd.WaitDelay = time.Second // a shim must not hold the copy open
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start %s: %w", c.opts.Binary, err)
+	}
+	c.cmd, c.log, c.exited = cmd, log, make(chan struct{})
+	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(c.exited)
+	if err := c.waitReady(ctx); err != nil {
+		return fmt.Errorf("containerd (pid %d) not ready: %w\n--- tail of %s ---\n%s", cmd.Process.Pid, err, c.LogPath(), c.logTail())
+	}
+	return nil
+}
+
+// waitReady polls CRI Version until it answers, containerd exits, or the
+// start timeout or ctx ends. The caller holds c.mu.
+func (c *Containerd) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	// gRPC's default reconnect backoff starts at 1s: too slow for a socket
+	// that appears within milliseconds.
+	fast := grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 200 * time.Millisecond},
+		MinConnectTimeout: time.Second,
+	})
+	conn, err := Dial(c.Endpoint(), fast)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := runtime.NewRuntimeServiceClient(conn)
+	for {
+		callCtx, callCancel := context.WithTimeout(ctx, time.Second)
+		_, err := client.Version(callCtx, &runtime.VersionRequest{})
+		callCancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("containerd exited (%v) before answering CRI Version: %w", c.cmd.ProcessState, err)
+		case <-ctx.Done():
+			return fmt.Errorf("wait for CRI Version at %s: %w (last error: %v)", c.Endpoint(), ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// logTail returns the end of containerd's log.
+func (c *Containerd) logTail() string {
+	f, err := os.Open(c.LogPath())
+	if err != nil {
+		return fmt.Sprintf("(open log: %v)", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > logTailBytes {
+		_, _ = f.Seek(-logTailBytes, io.SeekEnd)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Sprintf("(read log: %v)", err)
+	}
+	return string(b)
+}
+
+// LogTail returns the last few KiB of containerd's log (empty after Stop).
+func (c *Containerd) LogTail() string { return c.logTail() }
+
+// Restart stops containerd (SIGTERM, then SIGKILL) and starts it again with
+// the same config and state. Shims and containers keep running.
+func (c *Containerd) Restart(ctx context.Context) error {
+	c.mu.Lock()
+	err := c.stopProcess()
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("restart containerd: %w", err)
+	}
+	if err := c.start(ctx); err != nil {
+		return fmt.Errorf("restart containerd: %w", err)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to containerd and waits for it to exit, leaving shims
+// and containers running; Restart or Stop afterwards. For fault tests.
+func (c *Containerd) Kill() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return nil
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill containerd %d: %w", c.cmd.Process.Pid, err)
+	}
+	<-c.exited
+	c.closeLog()
+	c.cmd = nil
+	return nil
+}
+
+// stopProcess sends SIGTERM to containerd by PID, SIGKILL after
+// stopTimeout, and waits for it. The caller holds c.mu.
+func (c *Containerd) stopProcess() error {
+	if c.cmd == nil {
+		return nil
+	}
+	defer func() { c.closeLog(); c.cmd = nil }()
+	pid := c.cmd.Process.Pid
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("SIGTERM containerd %d: %w", pid, err)
+	}
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(stopTimeout):
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("SIGKILL containerd %d: %w", pid, err)
+	}
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("containerd %d still running %s after SIGKILL", pid, stopTimeout)
+	}
+}
+
+func (c *Containerd) closeLog() {
+	if c.log != nil {
+		c.log.Close()
+		c.log = nil
+	}
+}

@@ -1,0 +1,131 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Names of the images the Env serves.
+const (
+	BusyboxName = "nst/busybox:1"
+	PauseName   = "nst/pause:1"
+)
+
+// Env is a registry serving the busybox and pause images and a containerd
+// that pulls from it.
+type Env struct {
+	Registry   *Registry
+	Containerd *Containerd
+	// BusyboxImage (cmd "sh") and PauseImage (cmd "sleep 2147483647", the
+	// sandbox image) are full references into Registry.
+	BusyboxImage string
+	PauseImage   string
+}
+
+// Start builds the images, serves them and starts containerd in dir; an
+// empty dir means a new os.MkdirTemp("/tmp", "nst-"). Close, like a failed
+// Start, removes dir.
+func Start(ctx context.Context, dir string) (*Env, error) {
+	reg, err := startImageRegistry()
+	if err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("/tmp", "nst-"); err != nil {
+			return nil, errors.Join(fmt.Errorf("create containerd dir: %w", err), reg.Close())
+		}
+	}
+	e := &Env{Registry: reg, BusyboxImage: reg.Ref(BusyboxName), PauseImage: reg.Ref(PauseName)}
+	e.Containerd, err = StartContainerd(ctx, Options{Dir: dir, RegistryHost: reg.Host(), SandboxImage: e.PauseImage})
+	if err != nil {
+		return nil, errors.Join(err, reg.Close())
+	}
+	return e, nil
+}
+
+// startImageRegistry builds the busybox and pause images and serves them.
+func startImageRegistry() (*Registry, error) {
+	busybox, err := BuildBusybox([]string{"sh"})
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", BusyboxName, err)
+	}
+	pause, err := BuildBusybox([]string{"sleep", "2147483647"})
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", PauseName, err)
+	}
+	return StartRegistry(map[string]*Image{BusyboxName: busybox, PauseName: pause})
+}
+
+// Close stops containerd (see Containerd.Stop) and the registry.
+func (e *Env) Close() error {
+	return errors.Join(e.Containerd.Stop(), e.Registry.Close())
+}
+
+// PullImages pulls the busybox and pause images through the CRI image
+// service at endpoint (containerd's, or a proxy in front of it).
+func (e *Env) PullImages(ctx context.Context, endpoint string) error {
+	conn, err := Dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	images := runtime.NewImageServiceClient(conn)
+	for _, ref := range []string{e.BusyboxImage, e.PauseImage} {
+		req := &runtime.PullImageRequest{Image: &runtime.ImageSpec{Image: ref}}
+		if _, err := images.PullImage(ctx, req); err != nil {
+			return fmt.Errorf("pull %s via %s: %w", ref, endpoint, err)
+		}
+	}
+	return nil
+}
+
+// Dial returns a gRPC client connection to a "unix://PATH" endpoint; opts
+// add to (or override) plain-text transport credentials.
+func Dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
+	}
+	return conn, nil
+}
+
+// StartForTest starts an Env for t, pulls both images into its containerd
+// and closes it in t.Cleanup, logging containerd's log tail if t failed.
+// It skips t without root or containerd.
+func StartForTest(t *testing.T) *Env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: running containerd and runc needs root")
+	}
+	if _, err := exec.LookPath("containerd"); err != nil {
+		t.Skipf("skipping: containerd not installed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := Start(ctx, "")
+	if err != nil {
+		t.Fatalf("start harness: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("containerd log tail:\n%s", e.Containerd.LogTail())
+		}
+		if err := e.Close(); err != nil {
+			t.Errorf("close harness: %v", err)
+		}
+	})
+	if err := e.PullImages(ctx, e.Containerd.Endpoint()); err != nil {
+		t.Fatalf("start harness: %v", err)
+	}
+	return e
+}

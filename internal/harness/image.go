@@ -1,0 +1,177 @@
+package harness
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// BusyboxPath is the static busybox binary the images are built from.
+const BusyboxPath = "/bin/busybox"
+
+// epoch is the modification time of every layer entry, so builds are reproducible.
+var epoch = time.Unix(0, 0)
+
+// Image is an OCI image held in memory: its manifest, its config and its
+// layer blobs, each addressed by digest.
+type Image struct {
+	Manifest       []byte
+	ManifestDigest digest.Digest
+	Config         []byte
+	ConfigDigest   digest.Digest
+	Layers         map[digest.Digest][]byte
+}
+
+// Blob returns the config or layer blob with the given digest.
+func (img *Image) Blob(d digest.Digest) ([]byte, bool) {
+	if d == img.ConfigDigest {
+		return img.Config, true
+	}
+	b, ok := img.Layers[d]
+	return b, ok
+}
+
+// BuildBusybox builds a single-layer image holding BusyboxPath, every applet
+// as a hard link to it, and a minimal /etc; cmd is the image's default command.
+func BuildBusybox(cmd []string) (*Image, error) {
+	applets, err := busyboxApplets(BusyboxPath)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		return nil, fmt.Errorf("read busybox: %w", err)
+	}
+	tarball, err := busyboxTar(bin, applets)
+	if err != nil {
+		return nil, fmt.Errorf("build busybox layer: %w", err)
+	}
+	layer, err := gzipBytes(tarball)
+	if err != nil {
+		return nil, fmt.Errorf("compress busybox layer: %w", err)
+	}
+	return assemble(layer, digest.FromBytes(tarball), cmd)
+}
+
+// busyboxApplets lists the applet names of the busybox at path.
+func busyboxApplets(path string) ([]string, error) {
+	out, err := exec.Command(path, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("list busybox applets of %s: %w", path, err)
+	}
+	var applets []string
+	for _, name := range strings.Fields(string(out)) {
+		if name != "busybox" && !strings.Contains(name, "/") {
+			applets = append(applets, name)
+		}
+	}
+	if len(applets) == 0 {
+		return nil, fmt.Errorf("busybox %s lists no applets", path)
+	}
+	return applets, nil
+}
+
+// busyboxTar writes the uncompressed layer. Applets are hard links, not
+// symlinks: runc masks paths with bind mounts, which follow symlinks.
+func busyboxTar(bin []byte, applets []string) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, dir := range []string{"bin", "dev", "etc", "proc", "root", "sys", "tmp"} {
+		mode := int64(0o755)
+		if dir == "tmp" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: mode, ModTime: epoch}); err != nil {
+			return nil, fmt.Errorf("write dir %s: %w", dir, err)
+		}
+	}
+	files := []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"bin/busybox", 0o755, bin},
+		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n")},
+		{"etc/group", 0o644, []byte("root:x:0:\n")},
+	}
+	for _, f := range files {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("write header %s: %w", f.name, err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, fmt.Errorf("write %s: %w", f.name, err)
+		}
+	}
+	for _, a := range applets {
+		hdr := &tar.Header{Typeflag: tar.TypeLink, Name: "bin/" + a, Linkname: "bin/busybox", Mode: 0o755, ModTime: epoch}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("write link %s: %w", a, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("close tar: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := io.Copy(zw, bytes.NewReader(b)); err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("close gzip: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// assemble wraps one gzip layer into an image config and manifest.
+func assemble(layer []byte, diffID digest.Digest, cmd []string) (*Image, error) {
+	config, err := json.Marshal(ocispec.Image{
+		Platform: ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH},
+		Config:   ocispec.ImageConfig{Env: []string{"PATH=/bin"}, Cmd: cmd},
+		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marshal image config: %w", err)
+	}
+	layerDigest := digest.FromBytes(layer)
+	manifest, err := json.Marshal(ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config: ocispec.Descriptor{
+			MediaType: ocispec.MediaTypeImageConfig,
+			Digest:    digest.FromBytes(config),
+			Size:      int64(len(config)),
+		},
+		Layers: []ocispec.Descriptor{{
+			MediaType: ocispec.MediaTypeImageLayerGzip,
+			Digest:    layerDigest,
+			Size:      int64(len(layer)),
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marshal image manifest: %w", err)
+	}
+	return &Image{
+		Manifest:       manifest,
+		ManifestDigest: digest.FromBytes(manifest),
+		Config:         config,
+		ConfigDigest:   digest.FromBytes(config),
+		Layers:         map[digest.Digest][]byte{layerDigest: layer},
+	}, nil
+}

@@ -1,0 +1,103 @@
+package harness
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountsUnder returns the mount points at or below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("open mountinfo: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024) // overlay options can be long
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountPath(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	// Deepest first; among equals, the later (upper) mount first.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i], "/") > strings.Count(out[j], "/")
+	})
+	return out, nil
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for space, ...).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// unmountAll unmounts everything at or below dir, deepest first, detaching
+// what is busy; it repeats for stacked mounts until none is left.
+func unmountAll(dir string) error {
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("resolve %s: %w", dir, err)
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		mounts, err := mountsUnder(resolved)
+		if err != nil || len(mounts) == 0 {
+			return err
+		}
+		for _, mp := range mounts {
+			if err := unmount(mp); err != nil {
+				return err
+			}
+		}
+	}
+	if left, err := mountsUnder(resolved); err != nil || len(left) > 0 {
+		return errors.Join(err, fmt.Errorf("mounts left under %s: %v", resolved, left))
+	}
+	return nil
+}
+
+func unmount(mp string) error {
+	err := unix.Unmount(mp, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(mp, unix.MNT_DETACH)
+	}
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", mp, err)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// BuildShim compiles cmd/cri-nstarget into dir and returns the binary's path.
+// moduleRoot is the repository root (where go.mod is).
+func BuildShim(moduleRoot, dir string) (string, error) {
+	bin := filepath.Join(dir, "cri-nstarget")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cri-nstarget")
+	cmd.Dir = moduleRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build cri-nstarget: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Shim is a cri-nstarget process in front of a containerd.
+type Shim struct {
+	Binary  string
+	Dir     string // holds the socket, the state dir and the log
+	Args    []string
+	cmd     *exec.Cmd
+	log     *os.File
+	exited  chan struct{}
+	Conn    *grpc.ClientConn
+	Runtime runtime.RuntimeServiceClient
+	Images  runtime.ImageServiceClient
+}
+
+// Socket is the shim's CRI socket.
+func (s *Shim) Socket() string { return filepath.Join(s.Dir, "cri.sock") }
+
+// Endpoint is the shim's CRI endpoint, "unix://" + Socket().
+func (s *Shim) Endpoint() string { return "unix://" + s.Socket() }
+
+// StateDir is the shim's --state-dir: Dir itself, as in production, where
+// the socket sits beside the pins (Dir/pins).
+func (s *Shim) StateDir() string { return s.Dir }
+
+// LogPath is where the shim's output goes.
+func (s *Shim) LogPath() string { return filepath.Join(s.Dir, "shim.log") }
+
+// StartShim starts binary in front of c with its socket, state dir and log in
+// dir, plus extra flags, and waits until it serves.
+func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
+	s := &Shim{Binary: binary, Dir: dir}
+	s.Args = append([]string{
+		"--listen", s.Endpoint(),
+		"--runtime-endpoint", c.Endpoint(),
+		"--containerd-address", c.Address(),
+		"--state-dir", s.StateDir(),
+		"--log-level", "debug",
+	}, extra...)
+	conn, err := Dial(s.Endpoint())
+	if err != nil {
+		return nil, err
+	}
+	s.Conn, s.Runtime, s.Images = conn, runtime.NewRuntimeServiceClient(conn), runtime.NewImageServiceClient(conn)
+	if err := s.Start(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start (re)starts the shim process with the same arguments.
+func (s *Shim) Start(ctx context.Context) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("shim dir: %w", err)
+	}
+	log, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("shim log: %w", err)
+	}
+	cmd := exec.Command(s.Binary, s.Args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start cri-nstarget: %w", err)
+	}
+	s.cmd, s.log, s.exited = cmd, log, make(chan struct{})
+	go func() { cmd.Wait(); close(s.exited) }()
+
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		vctx, vcancel := context.WithTimeout(ctx, time.Second)
+		_, err := s.Runtime.Version(vctx, &runtime.VersionRequest{})
+		vcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("cri-nstarget exited at start-up: %s", tail(s.LogPath()))
+		case <-ctx.Done():
+			s.Kill()
+			return fmt.Errorf("cri-nstarget not serving: %v; log: %s", err, tail(s.LogPath()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// PID is the running shim's pid.
+func (s *Shim) PID() int { return s.cmd.Process.Pid }
+
+// Stop sends SIGTERM by pid and waits for the process to exit (SIGKILL after
+// 15 s). It reports an exit other than a clean one.
+func (s *Shim) Stop() error {
+	if s.cmd == nil {
+		return nil
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(15 * time.Second):
+		s.Kill()
+		return errors.New("cri-nstarget did not stop within 15s of SIGTERM")
+	}
+	defer s.release()
+	if st := s.cmd.ProcessState; st != nil && !st.Success() {
+		return fmt.Errorf("cri-nstarget exited with %v", st)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL by pid and waits for the process to be gone.
+func (s *Shim) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+	s.release()
+}
+
+func (s *Shim) release() {
+	s.log.Close()
+	s.cmd = nil
+}
+
+// Close stops the shim and closes the client connection. The shim's dir is
+// left for the caller (its pins may outlive the process on purpose).
+func (s *Shim) Close() error {
+	err := s.Stop()
+	s.Conn.Close()
+	return err
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
