@@ -1,0 +1,292 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// cri is one CRI endpoint: containerd directly, or a shim.
+type cri struct {
+	rt  runtimeapi.RuntimeServiceClient
+	img runtimeapi.ImageServiceClient
+}
+
+func newCRI(conn *grpc.ClientConn) cri {
+	return cri{rt: runtimeapi.NewRuntimeServiceClient(conn), img: runtimeapi.NewImageServiceClient(conn)}
+}
+
+var shimCount atomic.Int32
+
+// startShim starts a cri-nstarget in front of the test containerd, stopped
+// (by pid) when t ends; its pins must all be released by then.
+func startShim(t *testing.T, flags ...string) *harness.Shim {
+	t.Helper()
+	dir := filepath.Join(tmp, fmt.Sprintf("s%d", shimCount.Add(1)))
+	s, err := harness.StartShim(context.Background(), shimBin, dir, env.Containerd, flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// runs after the cleanups of the pods made through this shim
+		if m := mountsUnder(t, s.StateDir()); len(m) > 0 {
+			t.Errorf("pins left after the test's pods were removed: %v", m)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("stop shim: %v", err)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(s.LogPath())
+			t.Logf("shim log:\n%s", b)
+		}
+	})
+	return s
+}
+
+func shimCRI(s *harness.Shim) cri { return cri{rt: s.Runtime, img: s.Images} }
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+type pod struct {
+	id  string
+	cfg *runtimeapi.PodSandboxConfig
+}
+
+var podCount atomic.Int32
+
+// runPod starts a host-network pod whose containers get pid namespaces per
+// pidMode (CONTAINER: each its own, like Kubernetes' default; POD: shared).
+// It is stopped and removed through the same endpoint when t ends (so a
+// shim sees the removal and releases its pins), or through containerd
+// directly if that endpoint is gone.
+func runPod(t *testing.T, c cri, pidMode runtimeapi.NamespaceMode) pod {
+	t.Helper()
+	n := podCount.Add(1)
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: fmt.Sprintf("p%d", n), Uid: fmt.Sprintf("uid-%d-%d", os.Getpid(), n), Namespace: "nst"},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: pidMode}}},
+	}
+	resp, err := c.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
+	}
+	id := resp.GetPodSandboxId()
+	t.Cleanup(func() {
+		for _, via := range []cri{c, direct} {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			via.rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+			_, err := via.rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+			cancel()
+			if err == nil {
+				return
+			}
+		}
+	})
+	return pod{id: id, cfg: cfg}
+}
+
+// createIn creates a busybox container running `sleep 3600` (or cmd).
+func createIn(t *testing.T, c cri, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) (string, error) {
+	t.Helper()
+	if len(cmd) == 0 {
+		cmd = []string{"sleep", "3600"}
+	}
+	return createCfg(t, c, p, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: name},
+		Command:  cmd,
+		Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}},
+	})
+}
+
+// createCfg creates a container from cfg, with the busybox image.
+func createCfg(t *testing.T, c cri, p pod, cfg *runtimeapi.ContainerConfig) (string, error) {
+	t.Helper()
+	cfg.Image = &runtimeapi.ImageSpec{Image: env.BusyboxImage}
+	resp, err := c.rt.CreateContainer(ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: p.id, SandboxConfig: p.cfg, Config: cfg})
+	return resp.GetContainerId(), err
+}
+
+func mustCreate(t *testing.T, c cri, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) string {
+	t.Helper()
+	id, err := createIn(t, c, p, name, ns, cmd...)
+	if err != nil {
+		t.Fatalf("CreateContainer %s: %v", name, err)
+	}
+	return id
+}
+
+func mustStart(t *testing.T, c cri, id string) {
+	t.Helper()
+	if _, err := c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatalf("StartContainer %s: %v", id, err)
+	}
+}
+
+// run creates and starts a container.
+func run(t *testing.T, c cri, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) string {
+	t.Helper()
+	id := mustCreate(t, c, p, name, ns, cmd...)
+	mustStart(t, c, id)
+	return id
+}
+
+func execIn(t *testing.T, c cri, id string, cmd ...string) string {
+	t.Helper()
+	resp, err := c.rt.ExecSync(ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 20})
+	if err != nil {
+		t.Fatalf("exec %v in %s: %v", cmd, id, err)
+	}
+	if resp.GetExitCode() != 0 {
+		t.Fatalf("exec %v in %s: exit %d: %s", cmd, id, resp.GetExitCode(), resp.GetStderr())
+	}
+	return strings.TrimSpace(string(resp.GetStdout()))
+}
+
+// nsInside is the namespace link (e.g. "pid:[4026532]") seen from inside.
+func nsInside(t *testing.T, c cri, id, kind string) string {
+	t.Helper()
+	return execIn(t, c, id, "readlink", "/proc/self/ns/"+kind)
+}
+
+// nsOfPid is the namespace link of a host process.
+func nsOfPid(t *testing.T, pid int, kind string) string {
+	t.Helper()
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + kind)
+	if err != nil {
+		t.Fatalf("namespace of pid %d: %v", pid, err)
+	}
+	return l
+}
+
+// containerInfo is the part of containerd's verbose ContainerStatus info the
+// tests read.
+type containerInfo struct {
+	Pid         int                         `json:"pid"`
+	Config      *runtimeapi.ContainerConfig `json:"config"`
+	RuntimeSpec *specs.Spec                 `json:"runtimeSpec"`
+}
+
+func info(t *testing.T, id string) containerInfo {
+	t.Helper()
+	resp, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("ContainerStatus %s: %v", id, err)
+	}
+	var ci containerInfo
+	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &ci); err != nil {
+		t.Fatalf("verbose info of %s: %v", id, err)
+	}
+	return ci
+}
+
+func sandboxPid(t *testing.T, id string) int {
+	t.Helper()
+	resp, err := direct.rt.PodSandboxStatus(ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("PodSandboxStatus %s: %v", id, err)
+	}
+	var si struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &si); err != nil || si.Pid == 0 {
+		t.Fatalf("verbose info of sandbox %s: %v (%q)", id, err, resp.GetInfo()["info"])
+	}
+	return si.Pid
+}
+
+func record(t *testing.T, ci containerInfo) oci.Record {
+	t.Helper()
+	rec, ok, err := oci.ParseRecord(ci.RuntimeSpec.Annotations)
+	if err != nil || !ok {
+		t.Fatalf("targeting annotation: ok=%v err=%v (annotations %v)", ok, err, ci.RuntimeSpec.Annotations)
+	}
+	return rec
+}
+
+func containerIDs(t *testing.T) map[string]bool {
+	t.Helper()
+	resp, err := direct.rt.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, c := range resp.GetContainers() {
+		ids[c.GetId()] = true
+	}
+	return ids
+}
+
+// mountsUnder lists mount points below dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+func pidOf(t *testing.T, id string) int {
+	t.Helper()
+	pid := info(t, id).Pid
+	if pid == 0 {
+		t.Fatalf("container %s has no pid", id)
+	}
+	return pid
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+var (
+	podMode  = runtimeapi.NamespaceMode_POD
+	ownMode  = runtimeapi.NamespaceMode_CONTAINER
+	pidOwn   = &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}
+	targetOf = func(id string) *runtimeapi.NamespaceOption {
+		return &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: id}
+	}
+)
+
+// nsPath is the spec's namespace path of kind ("pid", "ipc").
+func nsPath(ci containerInfo, kind string) string {
+	p, _ := oci.NamespacePath(ci.RuntimeSpec, specs.LinuxNamespaceType(kind))
+	return p
+}
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }

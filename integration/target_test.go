@@ -1,0 +1,204 @@
+//go:build integration
+
+package integration
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// (a) A debug container with pid TARGET sees the target's processes and is
+// in its PID namespace, though the pod gives each container its own; and the
+// shim, not containerd, did it.
+func TestPIDTarget(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn, "sleep", "3601")
+	dbg := run(t, c, p, "debug", targetOf(app))
+
+	if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3601") {
+		t.Errorf("debug container does not see the app's process:\n%s", ps)
+	}
+	appNS, dbgNS := nsInside(t, c, app, "pid"), nsInside(t, c, dbg, "pid")
+	if appNS != dbgNS {
+		t.Errorf("debug pid namespace %s, app's %s", dbgNS, appNS)
+	}
+	if podNS := nsOfPid(t, sandboxPid(t, p.id), "pid"); dbgNS == podNS {
+		t.Errorf("debug container is in the pod's pid namespace %s, not the app's", podNS)
+	}
+
+	ci := info(t, dbg)
+	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
+		t.Errorf("containerd received pid mode %v, want POD: the shim must do the targeting", got)
+	}
+	pin := s.StateDir() + "/pins/" + dbg + "/pid"
+	if path := nsPath(ci, "pid"); path != pin {
+		t.Errorf("spec pid namespace path = %q, want the shim's pin %q", path, pin)
+	}
+	rec := record(t, ci)
+	if r := rec.Namespaces["pid"]; rec.Target != app || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
+		t.Errorf("record = %+v, want targeted at %s with inode of %s", rec, app, appNS)
+	}
+}
+
+// (b) IPC TARGET: the debug container's IPC namespace is the target's, not
+// the pod's. containerd puts every container in the pod's IPC namespace, so
+// the app first moves to one of its own (unshare -i, which needs SYS_ADMIN):
+// only real targeting can then put the debug container beside it.
+func TestIPCTarget(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app, err := createCfg(t, c, p, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Command:  []string{"unshare", "-i", "sleep", "3602"},
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: pidOwn,
+			Capabilities:     &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStart(t, c, app)
+	podIPC := nsOfPid(t, sandboxPid(t, p.id), "ipc")
+	var appIPC string
+	eventually(t, "the app to enter its own ipc namespace", func() bool {
+		appIPC = nsOfPid(t, pidOf(t, app), "ipc")
+		return appIPC != podIPC
+	})
+	dbg := run(t, c, p, "debug", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: app})
+
+	if dbgIPC := nsInside(t, c, dbg, "ipc"); dbgIPC != appIPC {
+		t.Errorf("debug ipc namespace %s, want the app's %s (the pod's is %s)", dbgIPC, appIPC, podIPC)
+	}
+	ci := info(t, dbg)
+	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetIpc(); got != runtimeapi.NamespaceMode_POD {
+		t.Errorf("containerd received ipc mode %v, want POD", got)
+	}
+	if path, pin := nsPath(ci, "ipc"), s.StateDir()+"/pins/"+dbg+"/ipc"; path != pin {
+		t.Errorf("spec ipc path = %q, want the pin %q", path, pin)
+	}
+	if r := record(t, ci).Namespaces["ipc"]; r.Result != oci.Targeted {
+		t.Errorf("ipc record = %+v", r)
+	}
+}
+
+// (d) The target stops between create and start: the default shim runs the
+// debug container in the pod's PID namespace and says why; a strict shim
+// fails StartContainer and leaves nothing behind.
+func TestTargetStoppedBeforeStart(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fallback", true: "strict"}[strict], func(t *testing.T) {
+			var flags []string
+			if strict {
+				flags = append(flags, "--strict-targeting")
+			}
+			s := startShim(t, flags...)
+			c := shimCRI(s)
+			p := runPod(t, c, ownMode)
+			app := run(t, c, p, "app", pidOwn)
+			dbg := mustCreate(t, c, p, "debug", targetOf(app))
+			if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg})
+			if strict {
+				if status.Code(err) != codes.FailedPrecondition {
+					t.Fatalf("strict StartContainer: %v, want FailedPrecondition", err)
+				}
+				if containerIDs(t)[dbg] {
+					t.Error("strict: the debug container is left in containerd")
+				}
+				if m := mountsUnder(t, s.StateDir()); len(m) > 0 {
+					t.Errorf("strict: pins left: %v", m)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("StartContainer: %v", err)
+			}
+			podNS := nsOfPid(t, sandboxPid(t, p.id), "pid")
+			if got := nsInside(t, c, dbg, "pid"); got != podNS {
+				t.Errorf("debug pid namespace %s, want the pod's %s", got, podNS)
+			}
+			r := record(t, info(t, dbg)).Namespaces["pid"]
+			if r.Result != oci.Fallback || r.Stage != "start" || !strings.Contains(r.Reason, "no init") {
+				t.Errorf("record = %+v, want a fallback at start saying why", r)
+			}
+		})
+	}
+}
+
+// (e) The target is killed after CreateContainer and an unrelated process
+// takes its PID before StartContainer: the debug container must never land in
+// that process's namespace. (containerd alone, pointing at /proc/<pid>/ns/pid,
+// would put it in the host's.)
+func TestPIDReuseBetweenCreateAndStart(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn)
+	dbg := mustCreate(t, c, p, "debug", targetOf(app))
+
+	pid := pidOf(t, app)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the app to exit", func() bool {
+		return info(t, app).Pid == 0 || syscall.Kill(pid, 0) == syscall.ESRCH
+	})
+	eventually(t, "pid to be free", func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+	impostor := takePid(t, pid)
+	if impostor == nil {
+		t.Skipf("could not get pid %d for the impostor (other processes forked first)", pid)
+	}
+	hostNS := nsOfPid(t, pid, "pid")
+
+	mustStart(t, c, dbg)
+	got := nsInside(t, c, dbg, "pid")
+	if got == hostNS {
+		t.Fatalf("debug container joined the namespace of the unrelated process %d (%s)", pid, hostNS)
+	}
+	if podNS := nsOfPid(t, sandboxPid(t, p.id), "pid"); got != podNS {
+		t.Errorf("debug pid namespace %s, want the pod's %s (fallback)", got, podNS)
+	}
+	if ps := execIn(t, c, dbg, "ps", "-o", "args"); strings.Contains(ps, "sleep 599") {
+		t.Errorf("debug container sees the impostor:\n%s", ps)
+	}
+}
+
+// takePid starts `sleep` with exactly pid, by setting ns_last_pid; it retries
+// a few times in case something else forks first. The process is killed when
+// t ends.
+func takePid(t *testing.T, pid int) *exec.Cmd {
+	t.Helper()
+	for attempt := 0; attempt < 50; attempt++ {
+		if err := writeFile("/proc/sys/kernel/ns_last_pid", strconv.Itoa(pid-1)); err != nil {
+			t.Skipf("cannot set ns_last_pid: %v", err)
+		}
+		cmd := exec.Command("sleep", "599")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == pid {
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			time.Sleep(50 * time.Millisecond) // let it exec
+			return cmd
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	return nil
+}
