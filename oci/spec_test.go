@@ -30,8 +30,8 @@ func TestWithNamespacePath(t *testing.T) {
 			},
 		},
 		{
-			desc: "new-namespace entry gets the path",
-			spec: specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}}}},
+			desc:     "new-namespace entry gets the path",
+			spec:     specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}}}},
 			expected: []specs.LinuxNamespace{{Type: specs.PIDNamespace, Path: "/pin/pid"}},
 		},
 	} {

@@ -1,0 +1,53 @@
+# cri-nstarget. On a fresh Debian machine, as root:
+#   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set)
+#   make demo   the feature end to end, then a clean teardown
+#   make test   everything: vet, unit tests, integration tests (installs what is missing)
+
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+BIN      := bin/cri-nstarget
+
+# make run: with CONTAINERD_ADDRESS (e.g. /run/containerd/containerd.sock) the
+# shim fronts that containerd; without it, a private containerd is started.
+CONTAINERD_ADDRESS ?=
+LISTEN             ?= unix:///run/cri-nstarget/cri.sock
+STATE_DIR          ?= /run/cri-nstarget
+ARGS               ?=
+
+.PHONY: all build deps vet unit integration test run demo clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/cri-nstarget
+	$(GO) build -o bin/nstarget-lab ./cmd/nstarget-lab
+
+deps:
+	./hack/deps.sh
+
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+integration: deps build
+	$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
+
+test: deps vet unit integration
+
+run: deps build
+ifeq ($(CONTAINERD_ADDRESS),)
+	./bin/nstarget-lab run --shim $(BIN) --listen $(LISTEN) --state-dir $(STATE_DIR) $(ARGS)
+else
+	./$(BIN) --listen $(LISTEN) --runtime-endpoint unix://$(CONTAINERD_ADDRESS) \
+		--containerd-address $(CONTAINERD_ADDRESS) --state-dir $(STATE_DIR) $(ARGS)
+endif
+
+demo: deps build
+	./bin/nstarget-lab demo --shim $(BIN)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,135 @@
+// Command nstarget-lab runs cri-nstarget in front of a private containerd
+// with locally built images, for trying the shim out (`run`) and for showing
+// what it does (`demo`). It needs root, containerd and runc (make deps).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+)
+
+func main() {
+	if len(os.Args) < 2 || (os.Args[1] != "run" && os.Args[1] != "demo") {
+		fmt.Fprintln(os.Stderr, "usage: nstarget-lab run|demo [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	shim := fs.String("shim", "bin/cri-nstarget", "cri-nstarget binary")
+	listen := fs.String("listen", "unix:///run/cri-nstarget/cri.sock", "run: the shim's CRI socket (its directory is the state dir)")
+	stateDir := fs.String("state-dir", "", "run: the shim's state dir (default: the socket's directory)")
+	fs.Parse(os.Args[2:])
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "nstarget-lab: needs root (containerd, runc and namespace pins)")
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if os.Args[1] == "run" {
+		err = runLab(ctx, *shim, *listen, *stateDir, fs.Args())
+	} else {
+		err = demo(ctx, *shim)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nstarget-lab:", err)
+		os.Exit(1)
+	}
+}
+
+// lab is a private containerd with the test images, and a shim in front.
+type lab struct {
+	env  *harness.Env
+	shim *harness.Shim
+}
+
+func startLab(ctx context.Context, binary, shimDir string, flags []string) (*lab, error) {
+	bin, err := filepath.Abs(binary)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Println("• starting a private containerd (its own root, state and socket under /tmp) ...")
+	env, err := harness.Start(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := env.PullImages(ctx, env.Containerd.Endpoint()); err != nil {
+		env.Close()
+		return nil, err
+	}
+	fmt.Printf("• starting cri-nstarget in front of it (state dir %s) ...\n", shimDir)
+	s, err := harness.StartShim(ctx, bin, shimDir, env.Containerd, flags...)
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	return &lab{env: env, shim: s}, nil
+}
+
+func (l *lab) close() error {
+	fmt.Println("• tearing down: cri-nstarget, then containerd (pods, shims, mounts, files) ...")
+	err := l.shim.Close()
+	if m := mountsUnder(l.shim.StateDir()); len(m) > 0 {
+		fmt.Println("  pins left mounted:", m)
+	}
+	os.RemoveAll(l.shim.Dir)
+	if cerr := l.env.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func runLab(ctx context.Context, binary, listen, stateDir string, flags []string) error {
+	sock := strings.TrimPrefix(listen, "unix://")
+	if stateDir == "" {
+		stateDir = filepath.Dir(sock)
+	}
+	if filepath.Join(stateDir, "cri.sock") != sock {
+		return fmt.Errorf("--listen must be <state-dir>/cri.sock here (got %s and %s)", listen, stateDir)
+	}
+	l, err := startLab(ctx, binary, stateDir, flags)
+	if err != nil {
+		return err
+	}
+	fmt.Printf(`
+cri-nstarget is serving on %s
+  backend: containerd %s
+  images:  %s and %s (served locally)
+  logs:    %s
+
+Try:
+  crictl --runtime-endpoint %s version
+  crictl --runtime-endpoint %s images
+
+Ctrl-C stops everything.
+`, l.shim.Endpoint(), l.env.Containerd.Endpoint(), l.env.BusyboxImage, l.env.PauseImage, l.shim.LogPath(), l.shim.Endpoint(), l.shim.Endpoint())
+	<-ctx.Done()
+	fmt.Println()
+	return l.close()
+}
+
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what the tests and the private containerd need, on Debian, as root:
+# containerd and runc (the real backend), busybox-static (test images are
+# built from it), util-linux (unshare, used by a namespaces test). Go modules
+# come from the module proxy. Idempotent: does nothing when all is present.
+set -euo pipefail
+need=()
+for pair in containerd:containerd runc:runc busybox:busybox-static unshare:util-linux; do
+  cmd=${pair%%:*} pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: missing ${need[*]}; run as root (apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+  echo "deps: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+go mod download
