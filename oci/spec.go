@@ -3,6 +3,8 @@ package oci
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -24,8 +26,12 @@ func Apply(s *specs.Spec, opts ...Opt) error {
 // path: an existing entry of that type is replaced, otherwise one is appended.
 func WithNamespacePath(typ specs.LinuxNamespaceType, path string) Opt {
 	return func(s *specs.Spec) error {
-		if path == "" {
-			return fmt.Errorf("set %s namespace: empty path", typ)
+		switch {
+		case !filepath.IsAbs(path):
+			return fmt.Errorf("set %s namespace: path %q is not absolute", typ, path)
+		case !utf8.ValidString(path):
+			// JSON would carry another path than the one meant
+			return fmt.Errorf("set %s namespace: path %q is not valid UTF-8", typ, path)
 		}
 		if s.Linux == nil {
 			s.Linux = &specs.Linux{}
@@ -87,15 +93,21 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("decode spec: %w", err)
 	}
+	if top == nil {
+		return nil, fmt.Errorf("decode spec: not a JSON object")
+	}
 	if err := setField(top, "annotations", s.Annotations, len(s.Annotations) > 0); err != nil {
 		return nil, err
 	}
 	if s.Linux != nil {
-		linux := map[string]json.RawMessage{}
+		var linux map[string]json.RawMessage
 		if b, ok := top["linux"]; ok {
 			if err := json.Unmarshal(b, &linux); err != nil {
 				return nil, fmt.Errorf("decode spec linux: %w", err)
 			}
+		}
+		if linux == nil { // absent or null
+			linux = map[string]json.RawMessage{}
 		}
 		if err := setField(linux, "namespaces", s.Linux.Namespaces, len(s.Linux.Namespaces) > 0); err != nil {
 			return nil, err

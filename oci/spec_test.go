@@ -49,10 +49,12 @@ func TestWithNamespacePath(t *testing.T) {
 	}
 }
 
-func TestWithNamespacePathRefusesEmptyPath(t *testing.T) {
-	var s specs.Spec
-	if err := Apply(&s, WithNamespacePath(specs.PIDNamespace, "")); err == nil {
-		t.Fatal("empty path accepted: the container would get a new namespace instead of the target's")
+func TestWithNamespacePathRefusesBadPaths(t *testing.T) {
+	for _, p := range []string{"", "pins/x/pid", "/run/\x80/pid"} {
+		var s specs.Spec
+		if err := Apply(&s, WithNamespacePath(specs.PIDNamespace, p)); err == nil {
+			t.Errorf("path %q accepted: the container would not join the namespace meant", p)
+		}
 	}
 }
 

@@ -133,3 +133,20 @@ func TestPinDirRefusesPaths(t *testing.T) {
 		t.Errorf("IDs of a missing dir = %v %v", ids, err)
 	}
 }
+
+// A panic in a handler becomes Internal for that call; the shim keeps serving.
+func TestPanicIsContained(t *testing.T) {
+	r := newRig(t, false)
+	r.server.hasInit = func(string) (bool, error) { panic("boom") }
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.start(id); status.Code(err) != codes.Internal {
+		t.Errorf("start = %v, want Internal", err)
+	}
+	if _, err := runtimeapi.NewRuntimeServiceClient(r.shim).Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+		t.Errorf("shim stopped serving after a panic: %v", err)
+	}
+}

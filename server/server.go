@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/containerd/containerd"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
@@ -128,10 +131,18 @@ func (s *Server) Shutdown(ctx context.Context) {
 }
 
 // handle serves every method: the instrumentation boundary.
-func (s *Server) handle(_ any, ss grpc.ServerStream) error {
+func (s *Server) handle(_ any, ss grpc.ServerStream) (err error) {
 	method, _ := grpc.MethodFromServerStream(ss)
 	start := time.Now()
-	var err error
+	defer func() {
+		// grpc does not recover handler panics: one bad request must not take
+		// down the runtime path of every pod on the node.
+		if r := recover(); r != nil {
+			s.log.WithFields(logrus.Fields{"method": method, "panic": r, "stack": string(debug.Stack())}).Error("handler panicked")
+			err = status.Errorf(codes.Internal, "cri-nstarget: internal error in %s", method)
+			s.observe(method, start, err)
+		}
+	}()
 	if unaryMethods[method] {
 		err = s.proxy.unary(ss, method, s.hooks[method])
 	} else {

@@ -20,7 +20,6 @@ import (
 	"github.com/containerd/containerd"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cri-nstarget/cri-nstarget/server"
 )
@@ -114,16 +113,15 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	if err := os.Chmod(cfg.stateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	backend, err := grpc.NewClient(target(cfg.runtimeEndpoint),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	backend, err := dial(cfg.runtimeEndpoint,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(server.MaxMsgSize), grpc.MaxCallSendMsgSize(server.MaxMsgSize)))
 	if err != nil {
-		return fmt.Errorf("backend %s: %w", cfg.runtimeEndpoint, err)
+		return fmt.Errorf("backend: %w", err)
 	}
 	defer backend.Close()
-	ctrdConn, err := grpc.NewClient(target(cfg.containerdAddress), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	ctrdConn, err := dial(cfg.containerdAddress)
 	if err != nil {
-		return fmt.Errorf("containerd %s: %w", cfg.containerdAddress, err)
+		return fmt.Errorf("containerd: %w", err)
 	}
 	defer ctrdConn.Close()
 	ctrd, err := containerd.NewWithConn(ctrdConn)
@@ -213,12 +211,4 @@ func releaseStale(ctx context.Context, srv *server.Server, log *logrus.Entry) {
 		case <-time.After(2 * time.Second):
 		}
 	}
-}
-
-// target makes a grpc target from "unix:///path" or a bare path.
-func target(endpoint string) string {
-	if strings.Contains(endpoint, "://") {
-		return endpoint
-	}
-	return "unix://" + endpoint
 }
