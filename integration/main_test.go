@@ -12,14 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
 var (
-	env     *harness.Env
-	shimBin string
-	tmp     string // short dir for shim sockets and state
-	direct  cri    // containerd's own CRI, bypassing the shim
+	env        *harness.Env
+	shimBin    string
+	tmp        string           // short dir for shim sockets and state
+	direct     cri              // containerd's own CRI, bypassing the shim
+	directConn *grpc.ClientConn // its connection
 )
 
 func TestMain(m *testing.M) {
@@ -71,7 +74,7 @@ func runSuite(m *testing.M) (code int) {
 		return 1
 	}
 	defer conn.Close()
-	direct = newCRI(conn)
+	direct, directConn = newCRI(conn), conn
 	code = m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "containerd log tail:\n", env.Containerd.LogTail())

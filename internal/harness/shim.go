@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -63,7 +64,10 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 		"--state-dir", s.StateDir(),
 		"--log-level", "debug",
 	}, extra...)
-	conn, err := Dial(s.Endpoint())
+	conn, err := Dial(s.Endpoint(), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond},
+		MinConnectTimeout: time.Second,
+	}))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,148 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// containerd dies under the shim: calls fail with Unavailable (never
+// Internal, never a hang), and once containerd is back the shim serves again
+// by itself, targeting included.
+func TestContainerdRestart(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn)
+
+	if err := env.Containerd.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			env.Containerd.Restart(context.Background())
+		}
+	})
+	calls := map[string]func(context.Context) error{
+		"Version": func(ctx context.Context) error {
+			_, err := c.rt.Version(ctx, &runtimeapi.VersionRequest{})
+			return err
+		},
+		"ListImages": func(ctx context.Context) error {
+			_, err := c.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+			return err
+		},
+		"CreateContainer TARGET": func(ctx context.Context) error {
+			_, err := createIn(t, c, p, "debug-outage", targetOf(app))
+			return err
+		},
+	}
+	for name, call := range calls {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		err := call(cctx)
+		cancel()
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%s during the outage: %v, want Unavailable", name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s during the outage took %v: it should fail fast", name, d)
+		}
+	}
+
+	down := time.Now()
+	if err := env.Containerd.Restart(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	up := time.Now()
+	eventually(t, "the shim to serve again", func() bool {
+		_, err := c.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+		return err == nil
+	})
+	t.Logf("containerd down %v; shim serving %v after containerd was back", up.Sub(down).Round(time.Millisecond), time.Since(up).Round(time.Millisecond))
+	eventually(t, "containerd's own CRI to answer the test client", func() bool {
+		_, err := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+		return err == nil
+	})
+
+	dbg := run(t, c, p, "debug", targetOf(app))
+	if got, want := nsInside(t, c, dbg, "pid"), nsInside(t, c, app, "pid"); got != want {
+		t.Errorf("after the restart: debug pid namespace %s, want the app's %s", got, want)
+	}
+}
+
+// SIGTERM: a call in flight finishes, the socket is removed, the process
+// exits cleanly; started again, the shim serves at once.
+func TestShimSIGTERM(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, podMode)
+	app := run(t, c, p, "app", &runtimeapi.NamespaceOption{})
+
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.rt.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: app, Cmd: []string{"sh", "-c", "sleep 2; echo finished"}, Timeout: 30})
+		if err == nil && strings.TrimSpace(string(resp.GetStdout())) != "finished" {
+			err = status.Errorf(codes.Unknown, "exec output %q", resp.GetStdout())
+		}
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the exec is in flight
+	stopped := time.Now()
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("call in flight at SIGTERM: %v, want it finished", err)
+	}
+	t.Logf("shim exited %v after SIGTERM, having finished the call in flight", time.Since(stopped).Round(time.Millisecond))
+	if _, err := os.Stat(s.Socket()); !os.IsNotExist(err) {
+		t.Errorf("socket left after a clean stop: %v", err)
+	}
+	start := time.Now()
+	if err := s.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted shim serving after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// A socket file left by a crash does not stop start-up; a socket another
+// shim still serves does, with a clear error.
+func TestSocketAtStartup(t *testing.T) {
+	s := startShim(t)
+	s.Kill()
+	if fi, err := os.Stat(s.Socket()); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("after SIGKILL the socket file should remain: %v", err)
+	}
+	if err := s.Start(ctx(t)); err != nil {
+		t.Fatalf("start over a stale socket: %v", err)
+	}
+	if fi, err := os.Stat(s.Socket()); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket mode = %v, %v; want 0660", fi.Mode().Perm(), err)
+	}
+	if fi, err := os.Stat(s.StateDir()); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state dir mode = %v, %v; want 0700", fi.Mode().Perm(), err)
+	}
+
+	out, err := exec.Command(s.Binary, s.Args...).CombinedOutput()
+	if err == nil {
+		t.Fatal("a second shim ran on a socket that is being served")
+	}
+	if !strings.Contains(string(out), "another process serves this socket") {
+		t.Errorf("second shim said %q; want it to say the socket is in use", out)
+	}
+	if _, err := s.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{}); err != nil {
+		t.Errorf("the first shim stopped serving: %v", err)
+	}
+}
