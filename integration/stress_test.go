@@ -1,0 +1,157 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// envInt reads a count from the environment (for longer runs by hand).
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// The target is killed and its PID re-occupied by an unrelated process, many
+// times, both between create and start and just before create: the debug
+// container is only ever in the target's namespace or the pod's, never the
+// impostor's. NST_STRESS_ROUNDS sets the rounds (default 6).
+func TestPIDReuseStress(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	rounds := envInt("NST_STRESS_ROUNDS", 6)
+	reused, outcomes := 0, map[string]int{}
+	for i := 0; i < rounds; i++ {
+		killFirst := i%2 == 1
+		t.Run(fmt.Sprintf("round%d-killFirst=%v", i, killFirst), func(t *testing.T) {
+			p := runPod(t, c, ownMode)
+			app := run(t, c, p, "app", pidOwn)
+			appNS, pid := nsInside(t, c, app, "pid"), pidOf(t, app)
+			podNS := nsOfPid(t, sandboxPid(t, p.id), "pid")
+			var dbg string
+			if !killFirst {
+				dbg = mustCreate(t, c, p, "debug", targetOf(app))
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			eventually(t, "pid to be free", func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+			impostor := takePid(t, pid)
+			if impostor != nil {
+				reused++
+			}
+			hostNS := nsOfPid(t, os.Getpid(), "pid")
+			if killFirst {
+				var err error
+				if dbg, err = createIn(t, c, p, "debug", targetOf(app)); err != nil {
+					t.Fatalf("create after the target died: %v", err)
+				}
+			}
+			mustStart(t, c, dbg)
+			got := nsInside(t, c, dbg, "pid")
+			switch got {
+			case hostNS:
+				t.Fatalf("debug container joined the impostor's (host) pid namespace %s", got)
+			case appNS:
+				outcomes["target"]++
+			case podNS:
+				outcomes["pod"]++
+			default:
+				t.Fatalf("debug container in pid namespace %s: neither the target's %s nor the pod's %s", got, appNS, podNS)
+			}
+		})
+	}
+	t.Logf("%d rounds, PID re-occupied in %d; debug container landed in: %v", rounds, reused, outcomes)
+}
+
+// Many targeted creates against one target at once all join it.
+func TestConcurrentTargeting(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn)
+	appNS := nsInside(t, c, app, "pid")
+	const n = 12
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i], errs[i] = createIn(t, c, p, fmt.Sprintf("debug%d", i), targetOf(app))
+			if errs[i] == nil {
+				_, errs[i] = c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: ids[i]})
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("debug%d: %v", i, errs[i])
+			continue
+		}
+		if got := nsInside(t, c, ids[i], "pid"); got != appNS {
+			t.Errorf("debug%d in %s, want the app's %s", i, got, appNS)
+		}
+	}
+}
+
+// The target is stopped and removed while debug containers are being created
+// against it: every create either succeeds or is refused with NotFound or
+// FailedPrecondition (never Internal), and every debug container that starts
+// is in the target's namespace or the pod's.
+func TestTargetRemovedDuringCreates(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn)
+	appNS := nsInside(t, c, app, "pid")
+	podNS := nsOfPid(t, sandboxPid(t, p.id), "pid")
+	const n = 12
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i], errs[i] = createIn(t, c, p, fmt.Sprintf("debug%d", i), targetOf(app))
+		}()
+		if i == n/3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 0})
+				c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: app})
+			}()
+		}
+	}
+	wg.Wait()
+	codesSeen := map[codes.Code]int{}
+	for i := range n {
+		codesSeen[status.Code(errs[i])]++
+		switch status.Code(errs[i]) {
+		case codes.OK:
+		case codes.NotFound, codes.FailedPrecondition:
+			continue
+		default:
+			t.Errorf("debug%d: %v", i, errs[i])
+			continue
+		}
+		mustStart(t, c, ids[i])
+		if got := nsInside(t, c, ids[i], "pid"); got != appNS && got != podNS {
+			t.Errorf("debug%d in %s: neither the target's %s nor the pod's %s", i, got, appNS, podNS)
+		}
+	}
+	t.Logf("create outcomes: %v", codesSeen)
+}
