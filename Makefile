@@ -1,7 +1,7 @@
 # cri-nstarget. On a fresh Debian machine, as root:
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set)
 #   make demo   the feature end to end, then a clean teardown
-#   make test   everything: vet, unit tests, integration tests (installs what is missing)
+#   make test   everything: vet, unit tests, fuzzing (bounded), integration tests (installs what is missing)
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -15,7 +15,7 @@ LISTEN             ?= unix:///run/cri-nstarget/cri.sock
 STATE_DIR          ?= /run/cri-nstarget
 ARGS               ?=
 
-.PHONY: all build deps vet unit integration test run demo clean
+.PHONY: all build deps vet unit fuzz integration test run demo clean
 
 all: build
 
@@ -33,10 +33,17 @@ vet:
 unit:
 	$(GO) test -count=1 ./...
 
+# Each fuzz target for FUZZTIME (seeds in testdata/fuzz are also run by `unit`).
+FUZZTIME ?= 15s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzPlanFor$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateID$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) ./oci
+
 integration: deps build
 	$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
-test: deps vet unit integration
+test: deps vet unit fuzz integration
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)
