@@ -15,7 +15,7 @@ LISTEN             ?= unix:///run/cri-nstarget/cri.sock
 STATE_DIR          ?= /run/cri-nstarget
 ARGS               ?=
 
-.PHONY: all build deps vet unit fuzz integration test run demo clean
+.PHONY: all build deps vet unit fuzz integration test run demo bench clean
 
 all: build
 
@@ -55,6 +55,12 @@ endif
 
 demo: deps build
 	./bin/nstarget-lab demo --shim $(BIN)
+
+# The shim against the containerd behind it, interleaved; BENCH_ARGS e.g.
+# "-count 50 -calls 5000 -duration 20s". See docs/benchmarks.md.
+BENCH_ARGS ?=
+bench: deps build
+	$(GO) run ./cmd/nstarget-bench -shim-binary $(BIN) $(BENCH_ARGS)
 
 clean:
 	rm -rf bin
