@@ -43,7 +43,7 @@ fuzz:
 integration: deps build
 	$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
-test: deps vet unit fuzz integration
+test: deps vet unit fuzz install-check integration
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)
@@ -64,3 +64,61 @@ bench: deps build
 
 clean:
 	rm -rf bin
+
+# Install (docs/operations.md), for a node or an image being baked: honours
+# PREFIX and DESTDIR, starts and enables nothing (no systemctl: fine in a chroot).
+#   make install [PREFIX=/usr/local] [DESTDIR=/mnt/image]
+#   make uninstall [PREFIX=...] [DESTDIR=...]   keeps an /etc config that was changed
+#   make install-check   install into temporary DESTDIRs and check the result
+# The unit goes to $(PREFIX)/lib/systemd/system, where systemd looks for
+# /usr/local and /usr alike; its ExecStart is $(BINDIR)/cri-nstarget. The
+# config is $(SYSCONFDIR)/cri-nstarget/config.toml, never overwritten.
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+UNITDIR      ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR   ?= /etc
+DOCDIR       ?= $(PREFIX)/share/doc/cri-nstarget
+MANDIR       ?= $(PREFIX)/share/man
+INSTALL_OUT  := _output
+INSTALL_CONF := $(DESTDIR)$(SYSCONFDIR)/cri-nstarget/config.toml
+INSTALL_FILL := sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
+
+.PHONY: shim install uninstall install-check
+
+shim:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/cri-nstarget
+
+install: shim
+	@mkdir -p $(INSTALL_OUT)
+	$(INSTALL_FILL) systemd/cri-nstarget.service.in >$(INSTALL_OUT)/cri-nstarget.service
+	$(INSTALL_FILL) systemd/kubelet.service.d/20-cri-nstarget.conf >$(INSTALL_OUT)/20-cri-nstarget.conf
+	install -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/cri-nstarget \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/examples/kubelet.service.d
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/cri-nstarget
+	install -m 0644 $(INSTALL_OUT)/cri-nstarget.service $(DESTDIR)$(UNITDIR)/cri-nstarget.service
+	install -m 0644 docs/cri-nstarget.8 $(DESTDIR)$(MANDIR)/man8/cri-nstarget.8
+	install -m 0644 README.md docs/operations.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 config/default.toml $(DESTDIR)$(DOCDIR)/examples/config.toml
+	install -m 0644 $(INSTALL_OUT)/20-cri-nstarget.conf $(DESTDIR)$(DOCDIR)/examples/kubelet.service.d/20-cri-nstarget.conf
+	@if [ -e $(INSTALL_CONF) ]; then echo "keeping $(INSTALL_CONF); the defaults are in $(DOCDIR)/examples/config.toml"; \
+	else echo "install -m 0644 config/default.toml $(INSTALL_CONF)"; install -m 0644 config/default.toml $(INSTALL_CONF); fi
+	@echo "installed; on a running node: systemctl daemon-reload && systemctl enable --now cri-nstarget (docs/operations.md)"
+
+# The /etc config goes only if it is still the shipped default.
+uninstall:
+	@if [ -e $(INSTALL_CONF) ]; then \
+		if cmp -s $(INSTALL_CONF) $(DESTDIR)$(DOCDIR)/examples/config.toml || cmp -s $(INSTALL_CONF) config/default.toml; then \
+			echo "rm -f $(INSTALL_CONF)"; rm -f $(INSTALL_CONF); \
+		else echo "keeping $(INSTALL_CONF): it was changed"; fi; fi
+	rm -f $(DESTDIR)$(BINDIR)/cri-nstarget $(DESTDIR)$(UNITDIR)/cri-nstarget.service \
+		$(DESTDIR)$(MANDIR)/man8/cri-nstarget.8 $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/operations.md \
+		$(DESTDIR)$(DOCDIR)/examples/config.toml $(DESTDIR)$(DOCDIR)/examples/kubelet.service.d/20-cri-nstarget.conf
+	-@rmdir $(DESTDIR)$(SYSCONFDIR)/cri-nstarget $(DESTDIR)$(DOCDIR)/examples/kubelet.service.d \
+		$(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+
+install-check:
+	MAKE="$(MAKE)" ./hack/install-check.sh
+
+# config/default.toml is what `cri-nstarget config default` prints (a unit test checks).
+config/default.toml: config/config.go
+	$(GO) run ./cmd/cri-nstarget config default >$@.tmp && mv $@.tmp $@

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the tests and the private containerd need, on Debian, as root:
 # containerd and runc (the real backend), busybox-static (test images are
-# built from it), util-linux (unshare, used by a namespaces test). Go modules
-# come from the module proxy. Idempotent: does nothing when all is present.
+# built from it), util-linux (unshare, used by a namespaces test), systemd
+# (systemd-analyze verify, for make install-check; works without systemd as
+# PID 1). Go modules come from the module proxy. Idempotent: does nothing
+# when all is present.
 set -euo pipefail
 need=()
-for pair in containerd:containerd runc:runc busybox:busybox-static unshare:util-linux; do
+for pair in containerd:containerd runc:runc busybox:busybox-static unshare:util-linux systemd-analyze:systemd; do
   cmd=${pair%%:*} pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

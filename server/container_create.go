@@ -30,11 +30,12 @@ type failure struct {
 	kind   string
 	code   codes.Code
 	reason string
+	why    reasonKind // reason, from a fixed set (metrics, logs)
 }
 
-func (o *outcome) fallBack(kind string, stage string, code codes.Code, reason string) {
+func (o *outcome) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
 	o.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason}
-	o.fails = append(o.fails, failure{kind: kind, code: code, reason: reason})
+	o.fails = append(o.fails, failure{kind: kind, code: code, reason: reason, why: why})
 }
 
 func (o *outcome) close() {
@@ -94,7 +95,7 @@ func (s *Server) createContainer(ctx context.Context, raw []byte, fwd forwardFun
 func (s *Server) prepare(ctx context.Context, req *runtimeapi.CreateContainerRequest, p *plan) (*outcome, error) {
 	o := &outcome{name: containerName(req), rec: oci.Record{Target: p.target, Namespaces: map[string]oci.NamespaceRecord{}}}
 	for _, u := range p.unknown {
-		o.fallBack(u.kind, "create", codes.InvalidArgument,
+		o.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
 			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
 	}
 	if len(p.kinds) == 0 {
@@ -105,18 +106,18 @@ func (s *Server) prepare(ctx context.Context, req *runtimeapi.CreateContainerReq
 		return nil, err
 	}
 	o.rec.Target = t.GetId()
-	fail := func(code codes.Code, reason string) (*outcome, error) {
+	fail := func(why reasonKind, code codes.Code, reason string) (*outcome, error) {
 		for _, k := range p.kinds {
-			o.fallBack(string(k), "create", code, reason)
+			o.fallBack(string(k), "create", why, code, reason)
 		}
 		return o, nil
 	}
 	if st := t.GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return fail(codes.FailedPrecondition, fmt.Sprintf("target is %s, not running", st))
+		return fail(reasonTargetNotRunning, codes.FailedPrecondition, fmt.Sprintf("target is %s, not running", st))
 	}
 	pid, err := s.tasks.TaskPID(ctx, t.GetId())
 	if err != nil {
-		return fail(codeOf(err), fmt.Sprintf("find the target's process: %v", err))
+		return fail(whyNoPID(err), codeOf(err), fmt.Sprintf("find the target's process: %v", err))
 	}
 	hs, err := s.openNS(int(pid), p.kinds, func() error {
 		again, err := s.tasks.TaskPID(ctx, t.GetId())
@@ -129,7 +130,7 @@ func (s *Server) prepare(ctx context.Context, req *runtimeapi.CreateContainerReq
 		return nil
 	})
 	if err != nil {
-		return fail(codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
+		return fail(whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
 	}
 	o.handles = hs
 	for _, h := range hs {
@@ -168,7 +169,7 @@ func (s *Server) finish(ctx context.Context, id string, o *outcome) error {
 		for _, h := range o.handles {
 			kind := string(h.Kind)
 			if err != nil {
-				o.fallBack(kind, "create", codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", err))
+				o.fallBack(kind, "create", reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", err))
 				continue
 			}
 			r := o.rec.Namespaces[kind]
@@ -193,13 +194,16 @@ func (s *Server) finish(ctx context.Context, id string, o *outcome) error {
 	})
 	if err != nil {
 		if s.strict {
+			for kind := range o.rec.Namespaces {
+				s.targeting(kind, "create", resultRefused, whySpecNotUpdated(err))
+			}
 			return coded(codeOf(err), "container %q (%s): strict targeting: point its spec at target %q: %w", o.name, id, o.rec.Target, err)
 		}
 		// The backend made the container in the pod's namespaces: that is the
 		// fallback, without the annotation that could not be written.
 		for kind, r := range o.rec.Namespaces {
 			if r.Result == oci.Targeted {
-				o.fallBack(kind, "create", codeOf(err), fmt.Sprintf("update the container's spec: %v", err))
+				o.fallBack(kind, "create", whySpecNotUpdated(err), codeOf(err), fmt.Sprintf("update the container's spec: %v", err))
 			}
 		}
 		if rerr := s.pins.Release(id); rerr != nil {
@@ -215,6 +219,9 @@ func (s *Server) strictErr(o *outcome) error {
 	if !s.strict || len(o.fails) == 0 {
 		return nil
 	}
+	for _, f := range o.fails {
+		s.targeting(f.kind, "create", resultRefused, f.why)
+	}
 	f := o.fails[0]
 	return coded(f.code, "container %q: strict targeting: the %s namespace of target %q cannot be joined: %s", o.name, f.kind, o.rec.Target, f.reason)
 }
@@ -224,10 +231,12 @@ func (s *Server) strictErr(o *outcome) error {
 func (s *Server) report(id string, o *outcome) {
 	log := s.log.WithFields(logrus.Fields{"container": id, "name": o.name, "target": o.rec.Target})
 	for _, f := range o.fails {
-		log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason}).Warn("targeting fell back to the pod's namespace")
+		s.targeting(f.kind, "create", oci.Fallback, f.why)
+		log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason, "reason_kind": f.why}).Warn("targeting fell back to the pod's namespace")
 	}
 	for kind, r := range o.rec.Namespaces {
 		if r.Result == oci.Targeted {
+			s.targeting(kind, "create", oci.Targeted, reasonNone)
 			log.WithFields(logrus.Fields{"namespace": kind, "inode": r.Inode, "pin": r.Path}).Info("container joins the target's namespace")
 		}
 	}

@@ -36,11 +36,12 @@ func (s *Server) checkPID(ctx context.Context, id, pin string) error {
 	if err == nil && live {
 		return nil
 	}
-	reason := "the target's PID namespace has no init left (the target exited after create)"
+	reason, why := "the target's PID namespace has no init left (the target exited after create)", reasonNamespaceGone
 	if err != nil {
-		reason = fmt.Sprintf("check the target's PID namespace: %v", err)
+		reason, why = fmt.Sprintf("check the target's PID namespace: %v", err), reasonPinFailed
 	}
 	if s.strict {
+		s.targeting(string(namespaces.PID), "start", resultRefused, why)
 		s.discard(ctx, id)
 		return preconditionf("container %q: strict targeting: %s; the container was removed", id, reason)
 	}
@@ -60,9 +61,11 @@ func (s *Server) checkPID(ctx context.Context, id, pin string) error {
 		return []oci.Opt{oci.WithNamespacePath(specs.PIDNamespace, r.PodPath), oci.WithRecord(rec)}, nil
 	})
 	if err != nil {
+		s.targeting(string(namespaces.PID), "start", resultRefused, whySpecNotUpdated(err))
 		return preconditionf("container %q: %s, and falling back to the pod's PID namespace failed: %w", id, reason, err)
 	}
-	s.log.WithFields(logrus.Fields{"container": id, "target": target, "namespace": "pid", "reason": reason}).
+	s.targeting(string(namespaces.PID), "start", oci.Fallback, why)
+	s.log.WithFields(logrus.Fields{"container": id, "target": target, "namespace": "pid", "reason": reason, "reason_kind": why}).
 		Warn("targeting fell back to the pod's namespace at start")
 	return nil
 }

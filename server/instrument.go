@@ -4,14 +4,43 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
+
+// Metrics receives what the shim measures; package metrics implements it for
+// Prometheus. Options.Metrics nil means none. Label values are bounded:
+// methods are cri-api's, reasons a fixed set (reasonKind).
+type Metrics interface {
+	// Call records one finished CRI call: its full method name
+	// ("/runtime.v1.RuntimeService/Version"), status code and duration.
+	// It is on every call's path: it must be cheap.
+	Call(method string, code codes.Code, d time.Duration)
+	// Targeting records one targeting decision for one namespace ("pid",
+	// "ipc", "network") at stage "create" or "start": result "targeted",
+	// "fallback" or "refused", and why ("none" when targeted).
+	Targeting(namespace, stage, result, reason string)
+}
+
+// targeting reports one targeting decision to the metrics, if any.
+func (s *Server) targeting(namespace, stage, result string, why reasonKind) {
+	if s.metrics != nil {
+		s.metrics.Targeting(namespace, stage, result, string(why))
+	}
+}
 
 // observe logs one finished call: errors of the methods the shim intercepts
 // at warning level (they are the shim's own decisions, or failures around
 // them), everything else at debug level.
 func (s *Server) observe(method string, start time.Time, err error) {
-	entry := s.log.WithFields(logrus.Fields{"method": method, "duration": time.Since(start).String()})
+	d := time.Since(start)
+	if s.metrics != nil {
+		s.metrics.Call(method, status.Code(err), d)
+	}
+	if err == nil && !s.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		return // the common case: no log entry built
+	}
+	entry := s.log.WithFields(logrus.Fields{"method": method, "duration": d.String()})
 	if err == nil {
 		entry.Debug("call")
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -39,6 +40,8 @@ type Options struct {
 	// Strict turns every targeting fallback into an error.
 	Strict bool
 	Log    *logrus.Entry
+	// Metrics receives per-call and targeting measurements; nil: none.
+	Metrics Metrics
 }
 
 // Interfaces the handlers need, small so unit tests can fake them.
@@ -47,6 +50,7 @@ type (
 	backendCRI interface {
 		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
 		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
 	}
 	taskLookup interface {
 		TaskPID(ctx context.Context, id string) (uint32, error)
@@ -75,13 +79,17 @@ type Server struct {
 	strict  bool
 	log     *logrus.Entry
 	grpc    *grpc.Server
+	metrics Metrics        // nil: none
+	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
 }
 
 // New builds a Server from opts.
 func New(opts Options) *Server {
 	api := containerdAPI{client: opts.Containerd, ns: opts.ContainerdNamespace}
-	return newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
+	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
 		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log)
+	s.metrics = opts.Metrics
+	return s
 }
 
 func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, strict bool, log *logrus.Entry) *Server {
@@ -111,6 +119,7 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
 	)
+	s.registerHealth()
 	return s
 }
 

@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/containerd/containerd"
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
+	conf "github.com/cri-nstarget/cri-nstarget/config"
 	"github.com/cri-nstarget/cri-nstarget/server"
 )
 
@@ -37,9 +39,13 @@ type config struct {
 	logLevel            string
 	logFormat           string
 	shutdownTimeout     time.Duration
+	metricsAddress      string
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "config" {
+		os.Exit(configCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	cfg, showVersion, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		os.Exit(2)
@@ -61,29 +67,34 @@ func main() {
 	}
 }
 
+// parseFlags reads the configuration file (--config) and the flags, which
+// override it (package config). --version works whatever the file holds.
 func parseFlags(args []string, out io.Writer) (config, bool, error) {
-	var cfg config
-	fs := flag.NewFlagSet("cri-nstarget", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&cfg.listen, "listen", "unix:///run/cri-nstarget/cri.sock", "CRI socket to serve (kubelet's --container-runtime-endpoint)")
-	fs.StringVar(&cfg.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "backend CRI endpoint")
-	fs.StringVar(&cfg.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd API socket (for container specs and task pids)")
-	fs.StringVar(&cfg.containerdNamespace, "containerd-namespace", "k8s.io", "containerd namespace of CRI objects")
-	fs.StringVar(&cfg.stateDir, "state-dir", "/run/cri-nstarget", "state directory (namespace pins); should be on tmpfs")
-	fs.BoolVar(&cfg.strict, "strict-targeting", false, "fail CreateContainer/StartContainer instead of falling back to the pod's namespaces")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return cfg, false, err
+	showVersion := false
+	c, err := conf.Parse(args, out, func(fs *flag.FlagSet) {
+		fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	})
+	if err != nil {
+		if showVersion && !conf.IsUsage(err) {
+			return config{}, true, nil
+		}
+		if !conf.IsUsage(err) {
+			fmt.Fprintln(out, "cri-nstarget:", err)
+		}
+		return config{}, false, err
 	}
-	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected arguments: %v", fs.Args())
-		fmt.Fprintln(out, "cri-nstarget:", err)
-		return cfg, false, err
-	}
-	return cfg, *showVersion, nil
+	return config{
+		listen:              c.Listen,
+		runtimeEndpoint:     c.RuntimeEndpoint,
+		containerdAddress:   c.ContainerdAddress,
+		containerdNamespace: c.ContainerdNamespace,
+		stateDir:            c.StateDir,
+		strict:              c.StrictTargeting,
+		logLevel:            c.LogLevel,
+		logFormat:           c.LogFormat,
+		shutdownTimeout:     time.Duration(c.ShutdownTimeout),
+		metricsAddress:      c.MetricsAddress,
+	}, showVersion, nil
 }
 
 func newLogger(level, format string) (*logrus.Entry, error) {
@@ -128,6 +139,11 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	if err != nil {
 		return fmt.Errorf("containerd %s: %w", cfg.containerdAddress, err)
 	}
+	mx, err := listenMetrics(cfg.metricsAddress)
+	if err != nil {
+		return err
+	}
+	defer mx.close()
 	srv := server.New(server.Options{
 		Backend:             backend,
 		Containerd:          ctrd,
@@ -135,7 +151,9 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 		StateDir:            cfg.stateDir,
 		Strict:              cfg.strict,
 		Log:                 log,
+		Metrics:             mx.recorder(),
 	})
+	mx.serve(srv, log)
 	lis, path, err := listen(cfg.listen)
 	if err != nil {
 		return err
@@ -145,14 +163,17 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	go releaseStale(ctx, srv, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
+	go srv.WatchBackend(ctx, 5*time.Second) // grpc.health.v1 on the CRI socket
 	log.WithFields(logrus.Fields{"listen": path, "backend": cfg.runtimeEndpoint, "containerd": cfg.containerdAddress,
 		"strict": cfg.strict, "version": version}).Info("serving CRI")
+	sdNotify(log, daemon.SdNotifyReady) // Type=notify: kubelet may start now
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	sdNotify(log, daemon.SdNotifyStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	srv.Shutdown(sctx)
@@ -210,5 +231,13 @@ func releaseStale(ctx context.Context, srv *server.Server, log *logrus.Entry) {
 			return
 		case <-time.After(2 * time.Second):
 		}
+	}
+}
+
+// sdNotify tells systemd (Type=notify) about the service's state; without
+// NOTIFY_SOCKET it does nothing.
+func sdNotify(log *logrus.Entry, state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		log.WithError(err).Warn("sd_notify " + state)
 	}
 }

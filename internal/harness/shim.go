@@ -58,6 +58,7 @@ func (s *Shim) LogPath() string { return filepath.Join(s.Dir, "shim.log") }
 func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
 	s := &Shim{Binary: binary, Dir: dir}
 	s.Args = append([]string{
+		"--config=", // this machine's /etc/cri-nstarget/config.toml is not the test's
 		"--listen", s.Endpoint(),
 		"--runtime-endpoint", c.Endpoint(),
 		"--containerd-address", c.Address(),

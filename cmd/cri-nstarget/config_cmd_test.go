@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	conf "github.com/cri-nstarget/cri-nstarget/config"
+)
+
+func TestConfigCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte("strict_targeting = true\nmetrics_address = \"127.0.0.1:9795\"\n"), 0o644)
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("log_format = \"xml\"\n"), 0o644)
+	defaults, _ := conf.Default().Marshal()
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		stdout  []string // substrings
+		stderr  string
+		exactly []byte
+	}{
+		{args: []string{"default"}, exactly: defaults},
+		{args: []string{"check", "--config", good, "--log-level", "debug"}, stdout: []string{"strict_targeting = true", "metrics_address = '127.0.0.1:9795'", "log_level = 'debug'"}},
+		{args: []string{"check", "--config", bad}, code: 2, stderr: bad + `:1: log_format: "xml" is not a log format`},
+		{args: []string{"check", "--config", filepath.Join(dir, "absent.toml")}, code: 2, stderr: "no such file"},
+		{args: []string{"default", "x"}, code: 2, stderr: "unexpected arguments"},
+		{args: []string{"dump"}, code: 2, stderr: `unknown command "dump"`},
+		{args: nil, code: 2, stderr: "usage:"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := configCommand(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("config %q: exit %d, stderr %q; want %d, %q", tc.args, code, stderr.String(), tc.code, tc.stderr)
+		}
+		for _, s := range tc.stdout {
+			if !strings.Contains(stdout.String(), s) {
+				t.Errorf("config %q: stdout lacks %q:\n%s", tc.args, s, stdout.String())
+			}
+		}
+		if tc.exactly != nil && !bytes.Equal(stdout.Bytes(), tc.exactly) {
+			t.Errorf("config %q: stdout\n%s\nwant\n%s", tc.args, stdout.String(), tc.exactly)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.toml")
+	os.WriteFile(file, []byte("shutdown_timeout = \"3s\"\nmetrics_address = \"127.0.0.1:1\"\nstrict_targeting = true\n"), 0o644)
+	cfg, version, err := parseFlags([]string{"--config", file, "--metrics-address", "127.0.0.1:0"}, new(bytes.Buffer))
+	if err != nil || version {
+		t.Fatalf("parseFlags: %v, version=%v", err, version)
+	}
+	if cfg.shutdownTimeout != 3*time.Second || cfg.metricsAddress != "127.0.0.1:0" || !cfg.strict || cfg.listen != "unix:///run/cri-nstarget/cri.sock" {
+		t.Errorf("parseFlags = %+v", cfg)
+	}
+	// --version does not depend on a usable configuration.
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(bad, []byte("nonsense = 1\n"), 0o644)
+	if _, version, err := parseFlags([]string{"--config", bad, "--version"}, new(bytes.Buffer)); err != nil || !version {
+		t.Errorf("--version with a bad config: %v, version=%v", err, version)
+	}
+	var out bytes.Buffer
+	if _, _, err := parseFlags([]string{"--config", bad}, &out); err == nil || !strings.Contains(out.String(), "bad.toml:1: nonsense: unknown key") {
+		t.Errorf("bad config: %v, output %q", err, out.String())
+	}
+}

@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/errdefs"
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+)
+
+// fakeMetrics records what the server reports.
+type fakeMetrics struct {
+	mu        sync.Mutex
+	calls     []string // "method code"
+	targeting []string // "namespace/stage/result/reason"
+}
+
+func (f *fakeMetrics) Call(method string, code codes.Code, _ time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, method+" "+code.String())
+}
+
+func (f *fakeMetrics) Targeting(namespace, stage, result, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.targeting = append(f.targeting, strings.Join([]string{namespace, stage, result, reason}, "/"))
+}
+
+func (f *fakeMetrics) outcomes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(slices.Values(f.targeting))
+}
+
+func TestTargetingMetrics(t *testing.T) {
+	both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
+	for _, tc := range []struct {
+		desc   string
+		ns     *runtimeapi.NamespaceOption
+		setup  func(*rig)
+		want   []string // default mode
+		strict []string // strict mode
+	}{
+		{
+			desc: "targeted", ns: both,
+			want:   []string{"ipc/create/targeted/none", "pid/create/targeted/none"},
+			strict: []string{"ipc/create/targeted/none", "pid/create/targeted/none"},
+		},
+		{
+			desc: "target not running", ns: pidTarget("app1"),
+			setup:  func(r *rig) { r.backend.containers[0].State = runtimeapi.ContainerState_CONTAINER_EXITED },
+			want:   []string{"pid/create/fallback/target_not_running"},
+			strict: []string{"pid/create/refused/target_not_running"},
+		},
+		{
+			desc: "no task", ns: pidTarget("app1"),
+			setup:  func(r *rig) { r.tasks.err = errTaskNotRunning },
+			want:   []string{"pid/create/fallback/target_not_running"},
+			strict: []string{"pid/create/refused/target_not_running"},
+		},
+		{
+			desc: "containerd unavailable", ns: both,
+			setup:  func(r *rig) { r.tasks.err = errdefs.ErrUnavailable },
+			want:   []string{"ipc/create/fallback/containerd_unavailable", "pid/create/fallback/containerd_unavailable"},
+			strict: []string{"ipc/create/refused/containerd_unavailable", "pid/create/refused/containerd_unavailable"},
+		},
+		{
+			desc: "target exited while its namespaces were opened", ns: pidTarget("app1"),
+			setup: func(r *rig) {
+				r.server.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
+					return nil, namespaces.ErrExited
+				}
+			},
+			want:   []string{"pid/create/fallback/namespace_gone"},
+			strict: []string{"pid/create/refused/namespace_gone"},
+		},
+		{
+			desc: "namespaces cannot be opened", ns: pidTarget("app1"),
+			setup: func(r *rig) {
+				r.server.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
+					return nil, errors.New("open /proc/4242/ns/pid: permission denied")
+				}
+			},
+			want:   []string{"pid/create/fallback/namespace_open_failed"},
+			strict: []string{"pid/create/refused/namespace_open_failed"},
+		},
+		{
+			desc: "unknown mode", ns: &runtimeapi.NamespaceOption{Network: 7},
+			want:   []string{"network/create/fallback/unknown_mode"},
+			strict: []string{"network/create/refused/unknown_mode"},
+		},
+		{
+			desc: "pin failed", ns: pidTarget("app1"),
+			setup:  func(r *rig) { r.pins.err = errors.New("mount: operation not permitted") },
+			want:   []string{"pid/create/fallback/pin_failed"},
+			strict: []string{"pid/create/refused/pin_failed"},
+		},
+		{
+			desc: "spec update failed", ns: pidTarget("app1"),
+			setup:  func(r *rig) { r.specs.err = errors.New("update spec: conflict") },
+			want:   []string{"pid/create/fallback/spec_update_failed"},
+			strict: []string{"pid/create/refused/spec_update_failed"},
+		},
+		{
+			desc: "spec update failed, containerd gone", ns: pidTarget("app1"),
+			setup:  func(r *rig) { r.specs.err = errdefs.ErrUnavailable },
+			want:   []string{"pid/create/fallback/containerd_unavailable"},
+			strict: []string{"pid/create/refused/containerd_unavailable"},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			for _, strict := range []bool{false, true} {
+				r := newRig(t, strict)
+				m := &fakeMetrics{}
+				r.server.metrics = m
+				r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+				if tc.setup != nil {
+					tc.setup(r)
+				}
+				r.create(t, createReq("sb1", tc.ns))
+				want := tc.want
+				if strict {
+					want = tc.strict
+				}
+				if got := m.outcomes(); !slices.Equal(got, want) {
+					t.Errorf("strict=%v: targeting = %q, want %q", strict, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestTargetingMetricsAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		strict bool
+		live   bool
+		err    error
+		want   []string
+	}{
+		{live: true, want: []string{"pid/create/targeted/none"}},
+		{live: false, want: []string{"pid/create/targeted/none", "pid/start/fallback/namespace_gone"}},
+		{strict: true, live: false, want: []string{"pid/create/targeted/none", "pid/start/refused/namespace_gone"}},
+		{err: errors.New("stat: no such file"), want: []string{"pid/create/targeted/none", "pid/start/fallback/pin_failed"}},
+	} {
+		r := newRig(t, tc.strict)
+		m := &fakeMetrics{}
+		r.server.metrics = m
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.server.hasInit = func(string) (bool, error) { return tc.live, tc.err }
+		r.start(id)
+		if got := m.outcomes(); !slices.Equal(got, tc.want) {
+			t.Errorf("strict=%v live=%v err=%v: targeting = %q, want %q", tc.strict, tc.live, tc.err, got, tc.want)
+		}
+	}
+}
+
+// Every call, passed through or intercepted, is reported once with its
+// method and final code.
+func TestCallMetrics(t *testing.T) {
+	r := newRig(t, false)
+	m := &fakeMetrics{}
+	r.server.metrics = m
+	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
+	rt.Version(context.Background(), &runtimeapi.VersionRequest{})
+	rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "x"})
+	r.create(t, createReq("sb1", pidTarget("ghost")))
+	want := []string{
+		"/runtime.v1.RuntimeService/ContainerStatus NotFound",
+		"/runtime.v1.RuntimeService/CreateContainer NotFound",
+		"/runtime.v1.RuntimeService/Version OK",
+	}
+	// observe runs after the response is sent: wait for it.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		m.mu.Lock()
+		got := slices.Sorted(slices.Values(m.calls))
+		m.mu.Unlock()
+		if slices.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+	}
+}
+
+// Without Options.Metrics nothing is reported, and nothing breaks.
+func TestNoMetrics(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPinCounts(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
+	for range 2 {
+		if _, err := r.create(t, createReq("sb1", both)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.server.PinCounts()
+	if err != nil || n["pid"] != 3 || n["ipc"] != 2 {
+		t.Errorf("PinCounts = %v, %v; want pid 3, ipc 2", n, err)
+	}
+}

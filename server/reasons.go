@@ -1,0 +1,73 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/containerd/containerd/errdefs"
+	"google.golang.org/grpc/codes"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+)
+
+// reasonKind says, from a small fixed set, why targeting a namespace fell
+// back (or, strict, was refused). It labels the targeting metric and the
+// warning log line; the free-text reason beside it, in the log line and the
+// annotation, says the rest. Never an id, never error text: the set is what
+// dashboards and alerts are written against (docs/operations.md lists it).
+type reasonKind string
+
+const (
+	// reasonNone labels targeted outcomes.
+	reasonNone reasonKind = "none"
+	// The target is not RUNNING in the CRI, or containerd has no running
+	// task for it.
+	reasonTargetNotRunning reasonKind = "target_not_running"
+	// The target's process exited while its namespaces were being opened,
+	// or (at start) its PID namespace lost its init.
+	reasonNamespaceGone reasonKind = "namespace_gone"
+	// The target's namespaces could not be opened for another reason
+	// (permissions: CAP_SYS_PTRACE, CAP_KILL; its pid changed under us).
+	reasonNamespaceOpenFailed reasonKind = "namespace_open_failed"
+	// containerd's API did not answer, or failed the call.
+	reasonContainerdUnavailable reasonKind = "containerd_unavailable"
+	// The request carried a NamespaceMode this build does not know.
+	reasonUnknownMode reasonKind = "unknown_mode"
+	// The pin could not be made under the state dir, or (at start) read.
+	reasonPinFailed reasonKind = "pin_failed"
+	// The new container's spec could not be pointed at the pins.
+	reasonSpecUpdateFailed reasonKind = "spec_update_failed"
+)
+
+// Results of targeting, as the metric labels them: oci.Targeted and
+// oci.Fallback, and refused (strict mode turned a fallback into an error).
+const resultRefused = "refused"
+
+// whyNoPID classifies a failure to get the target's task pid.
+func whyNoPID(err error) reasonKind {
+	if errors.Is(err, errTaskNotRunning) || errdefs.IsNotFound(err) {
+		return reasonTargetNotRunning
+	}
+	return reasonContainerdUnavailable
+}
+
+// whyNoNamespace classifies a failure to open the target's namespaces
+// (including the verification of its pid through containerd).
+func whyNoNamespace(err error) reasonKind {
+	switch {
+	case codeOf(err) == codes.Unavailable:
+		return reasonContainerdUnavailable
+	case errors.Is(err, errTaskNotRunning) || errdefs.IsNotFound(err):
+		return reasonTargetNotRunning
+	case errors.Is(err, namespaces.ErrExited):
+		return reasonNamespaceGone
+	}
+	return reasonNamespaceOpenFailed
+}
+
+// whySpecNotUpdated classifies a failure to edit the new container's spec.
+func whySpecNotUpdated(err error) reasonKind {
+	if codeOf(err) == codes.Unavailable {
+		return reasonContainerdUnavailable
+	}
+	return reasonSpecUpdateFailed
+}
