@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -39,6 +40,7 @@ type Config struct {
 	LogFormat           string   `toml:"log_format" comment:"log format: text or json"`
 	ShutdownTimeout     Duration `toml:"shutdown_timeout" comment:"how long in-flight calls may run after SIGTERM (a duration such as \"10s\")"`
 	MetricsAddress      string   `toml:"metrics_address" comment:"host:port serving Prometheus /metrics and /healthz, e.g. \"127.0.0.1:9795\"; empty: off"`
+	SocketGroup         string   `toml:"socket_group" comment:"group (name or gid) given the CRI socket, so its members can use crictl; the socket must then be outside state_dir (mode 0700); empty: root only"`
 }
 
 // Default is the configuration without a file or flags.
@@ -249,6 +251,8 @@ func (c Config) problems() []problem {
 	}
 	if !filepath.IsAbs(c.StateDir) {
 		add("state_dir", fmt.Errorf("%q is not an absolute path", c.StateDir))
+	} else if !utf8.ValidString(c.StateDir) {
+		add("state_dir", fmt.Errorf("%q is not valid UTF-8 (pin paths go into the container's OCI spec, which is JSON)", c.StateDir))
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		add("log_level", fmt.Errorf("%q is not a log level (want trace, debug, info, warn or error)", c.LogLevel))
@@ -261,6 +265,13 @@ func (c Config) problems() []problem {
 	}
 	if c.MetricsAddress != "" {
 		add("metrics_address", hostPort(c.MetricsAddress))
+	}
+	if c.SocketGroup != "" {
+		sock := filepath.Clean(strings.TrimPrefix(c.Listen, "unix://"))
+		if dir := filepath.Clean(c.StateDir); strings.HasPrefix(sock, dir+"/") {
+			add("socket_group", fmt.Errorf("%q cannot reach a socket inside state_dir %s, which is mode 0700: "+
+				"put the socket outside it, e.g. listen = \"unix:///run/cri-nstarget.sock\"", c.SocketGroup, dir))
+		}
 	}
 	return ps
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,21 @@ metrics_address = "127.0.0.1:9795"
 				`cfg.toml:2: shutdown_timeout: want a duration string such as "10s", got an integer`,
 				`cfg.toml:3: foo: unknown key`,
 			},
+		},
+		{
+			desc: "socket group with the socket inside the 0700 state dir",
+			toml: "socket_group = \"crictl\"\n",
+			errs: []string{`cfg.toml:1: socket_group: "crictl" cannot reach a socket inside state_dir /run/cri-nstarget`},
+		},
+		{
+			desc: "socket group with the socket outside the state dir",
+			toml: "socket_group = \"crictl\"\nlisten = \"unix:///run/cri-nstarget.sock\"\n",
+			want: func(c *Config) { c.SocketGroup, c.Listen = "crictl", "unix:///run/cri-nstarget.sock" },
+		},
+		{
+			desc: "state dir that JSON cannot carry",
+			toml: "state_dir = \"/run/\\u00ff\"\n",
+			want: func(c *Config) { c.StateDir = "/run/\u00ff" },
 		},
 		{
 			desc: "duplicate key",
@@ -278,5 +294,14 @@ func TestExtraFlags(t *testing.T) {
 		fs.BoolVar(&version, "version", false, "print the version")
 	}); err != nil || !version {
 		t.Errorf("Parse --version: %v, version=%v", err, version)
+	}
+}
+
+// A state dir that is not UTF-8 can only come from the command line (TOML
+// strings are UTF-8); the pin paths under it could not go into a JSON spec.
+func TestStateDirMustBeUTF8(t *testing.T) {
+	_, err := Parse([]string{"--config=", "--state-dir", "/run/\xff"}, io.Discard, func(*flag.FlagSet) {})
+	if err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Errorf("err = %v, want state_dir refused as not UTF-8", err)
 	}
 }

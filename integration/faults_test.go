@@ -6,7 +6,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,5 +146,35 @@ func TestSocketAtStartup(t *testing.T) {
 	}
 	if _, err := s.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{}); err != nil {
 		t.Errorf("the first shim stopped serving: %v", err)
+	}
+}
+
+// --socket-group gives the socket (0660) to a group; it must live outside
+// the 0700 state dir, and a shim asked otherwise refuses to start.
+func TestSocketGroup(t *testing.T) {
+	dir := filepath.Join(tmp, "sg")
+	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "cri.sock")
+	args := []string{"--config=", "--state-dir", state, "--runtime-endpoint", env.Containerd.Endpoint(),
+		"--containerd-address", env.Containerd.Address(), "--socket-group", "4242"}
+	cmd := exec.Command(shimBin, append(args, "--listen", "unix://"+sock)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	eventually(t, "the socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Uid != 0 || st.Gid != 4242 {
+		t.Errorf("socket mode %v uid %d gid %d; want 0660 root:4242", fi.Mode().Perm(), st.Uid, st.Gid)
+	}
+	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state dir: %v %v; want 0700", fi.Mode().Perm(), err)
+	}
+
+	out, err := exec.Command(shimBin, append(args, "--listen", "unix://"+filepath.Join(state, "in.sock"))...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot reach a socket inside state_dir") {
+		t.Errorf("socket group with the socket in the state dir: %v %q", err, out)
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +42,7 @@ type config struct {
 	logFormat           string
 	shutdownTimeout     time.Duration
 	metricsAddress      string
+	socketGroup         string
 }
 
 func main() {
@@ -94,6 +97,7 @@ func parseFlags(args []string, out io.Writer) (config, bool, error) {
 		logFormat:           c.LogFormat,
 		shutdownTimeout:     time.Duration(c.ShutdownTimeout),
 		metricsAddress:      c.MetricsAddress,
+		socketGroup:         c.SocketGroup,
 	}, showVersion, nil
 }
 
@@ -154,7 +158,7 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 		Metrics:             mx.recorder(),
 	})
 	mx.serve(srv, log)
-	lis, path, err := listen(cfg.listen)
+	lis, path, err := listen(cfg.listen, cfg.socketGroup)
 	if err != nil {
 		return err
 	}
@@ -180,14 +184,19 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	return nil
 }
 
-// listen opens the CRI socket, mode 0660. A socket file left by a crashed
-// predecessor is replaced; a socket someone still serves on is an error.
-func listen(endpoint string) (net.Listener, string, error) {
+// listen opens the CRI socket, mode 0660, owned by root and by group (name
+// or gid) when given. A socket file left by a crashed predecessor is
+// replaced; a socket someone still serves on is an error.
+func listen(endpoint, group string) (net.Listener, string, error) {
 	path := strings.TrimPrefix(endpoint, "unix://")
 	if !filepath.IsAbs(path) {
 		return nil, "", fmt.Errorf("--listen %q: want unix:///absolute/path", endpoint)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	gid, err := lookupGroup(group)
+	if err != nil {
+		return nil, "", fmt.Errorf("--socket-group: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, "", fmt.Errorf("listen %s: %w", path, err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -212,7 +221,28 @@ func listen(endpoint string) (net.Listener, string, error) {
 		lis.Close()
 		return nil, "", fmt.Errorf("listen %s: %w", path, err)
 	}
+	if gid >= 0 {
+		if err := os.Chown(path, 0, gid); err != nil {
+			lis.Close()
+			return nil, "", fmt.Errorf("listen %s: give it to group %s: %w", path, group, err)
+		}
+	}
 	return lis, path, nil
+}
+
+// lookupGroup resolves a group name or number; "" is -1 (none).
+func lookupGroup(group string) (int, error) {
+	if group == "" {
+		return -1, nil
+	}
+	if gid, err := strconv.Atoi(group); err == nil && gid >= 0 {
+		return gid, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(g.Gid)
 }
 
 // releaseStale retries the start-up release of stale pins until the backend
