@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/containerd/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -272,7 +272,7 @@ func setPodModes(req *runtimeapi.CreateContainerRequest) {
 // codeOf picks the code for a failure to reach the target: Unavailable when
 // containerd did not answer, FailedPrecondition otherwise.
 func codeOf(err error) codes.Code {
-	if errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	if status.Code(err) == codes.Unavailable || errors.Is(err, context.DeadlineExceeded) {
 		return codes.Unavailable
 	}
 	return codes.FailedPrecondition

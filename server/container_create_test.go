@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/containerd/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -226,7 +225,7 @@ func TestCreateFallbacks(t *testing.T) {
 	}{
 		{"target exited", runtimeapi.ContainerState_CONTAINER_EXITED, nil, pidTarget("app1"), codes.FailedPrecondition, "CONTAINER_EXITED"},
 		{"target created, not started", runtimeapi.ContainerState_CONTAINER_CREATED, nil, pidTarget("app1"), codes.FailedPrecondition, "not running"},
-		{"containerd unreachable", runtimeapi.ContainerState_CONTAINER_RUNNING, errdefs.ErrUnavailable, pidTarget("app1"), codes.Unavailable, "unavailable"},
+		{"containerd unreachable", runtimeapi.ContainerState_CONTAINER_RUNNING, errContainerdDown, pidTarget("app1"), codes.Unavailable, "code = Unavailable"},
 		{"no task", runtimeapi.ContainerState_CONTAINER_RUNNING, errTaskNotRunning, pidTarget("app1"), codes.FailedPrecondition, "task not running"},
 		{"unknown mode", runtimeapi.ContainerState_CONTAINER_RUNNING, nil, &runtimeapi.NamespaceOption{Pid: 9}, codes.InvalidArgument, "unknown NamespaceMode 9"},
 	} {
@@ -273,7 +272,7 @@ func TestCreateCleansUpAfterLateFailure(t *testing.T) {
 	for _, strict := range []bool{true, false} {
 		r := newRig(t, strict)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-		r.specs.err = errdefs.ErrUnavailable
+		r.specs.err = errContainerdDown
 		_, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if strict {
 			if status.Code(err) != codes.Unavailable {
@@ -324,3 +323,6 @@ func TestCreateVerifiesTaskPID(t *testing.T) {
 type taskFunc func() (uint32, error)
 
 func (f taskFunc) TaskPID(context.Context, string) (uint32, error) { return f() }
+
+// errContainerdDown is what containerd's API answers while it is down.
+var errContainerdDown = status.Error(codes.Unavailable, "connection error: containerd is down")

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/containerd/containerd"
+	containers "github.com/containerd/containerd/api/services/containers/v1"
 	tasks "github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/api/types/task"
-	"github.com/containerd/containerd/errdefs"
-	ctrns "github.com/containerd/containerd/namespaces"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
@@ -20,18 +20,32 @@ import (
 var errTaskNotRunning = errors.New("task not running")
 
 // containerdAPI is the shim's view of containerd's own API (not its CRI):
-// task pids and stored container specs, in one containerd namespace.
+// task pids and stored container specs, in one containerd namespace. It uses
+// containerd's generated API clients, the same services the containerd Go
+// client wraps, without the client's weight (about 17 MB of binary and
+// 12 MB of resident memory: docs/benchmarks.md). Errors keep containerd's
+// gRPC status, so status.Code tells Unavailable or NotFound.
 type containerdAPI struct {
-	client *containerd.Client
-	ns     string
+	containers containers.ContainersClient
+	tasks      tasks.TasksClient
+	ns         string
+}
+
+func newContainerdAPI(conn *grpc.ClientConn, ns string) containerdAPI {
+	return containerdAPI{containers: containers.NewContainersClient(conn), tasks: tasks.NewTasksClient(conn), ns: ns}
+}
+
+// withNamespace names the containerd namespace, as containerd's clients do,
+// in the "containerd-namespace" header.
+func (c containerdAPI) withNamespace(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "containerd-namespace", c.ns)
 }
 
 // TaskPID returns the pid of the running task of container id.
 func (c containerdAPI) TaskPID(ctx context.Context, id string) (uint32, error) {
-	ctx = ctrns.WithNamespace(ctx, c.ns)
-	resp, err := c.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: id})
+	resp, err := c.tasks.Get(c.withNamespace(ctx), &tasks.GetRequest{ContainerID: id})
 	if err != nil {
-		return 0, fmt.Errorf("containerd task of %q: %w", id, errdefs.FromGRPC(err))
+		return 0, fmt.Errorf("containerd task of %q: %w", id, err)
 	}
 	if st := resp.GetProcess().GetStatus(); st != task.Status_RUNNING {
 		return 0, fmt.Errorf("containerd task of %q is %s: %w", id, st, errTaskNotRunning)
@@ -42,22 +56,23 @@ func (c containerdAPI) TaskPID(ctx context.Context, id string) (uint32, error) {
 // EditSpec rewrites the OCI spec containerd stores for container id, through
 // oci.Patch so that only what the options touch changes.
 func (c containerdAPI) EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error {
-	ctx = ctrns.WithNamespace(ctx, c.ns)
-	store := c.client.ContainerService()
-	ctr, err := store.Get(ctx, id)
-	if err != nil {
-		return fmt.Errorf("containerd container %q: %w", id, errdefs.FromGRPC(err))
-	}
-	if ctr.Spec == nil {
-		return fmt.Errorf("containerd container %q has no spec", id)
-	}
-	raw, err := oci.Patch(ctr.Spec.GetValue(), edit)
+	ctx = c.withNamespace(ctx)
+	resp, err := c.containers.Get(ctx, &containers.GetContainerRequest{ID: id})
 	if err != nil {
 		return fmt.Errorf("containerd container %q: %w", id, err)
 	}
-	ctr.Spec = &anypb.Any{TypeUrl: ctr.Spec.GetTypeUrl(), Value: raw}
-	if _, err := store.Update(ctx, ctr, "spec"); err != nil {
-		return fmt.Errorf("update spec of containerd container %q: %w", id, errdefs.FromGRPC(err))
+	ctr := resp.GetContainer()
+	if ctr.GetSpec() == nil {
+		return fmt.Errorf("containerd container %q has no spec", id)
+	}
+	raw, err := oci.Patch(ctr.GetSpec().GetValue(), edit)
+	if err != nil {
+		return fmt.Errorf("containerd container %q: %w", id, err)
+	}
+	ctr.Spec.Value = raw
+	_, err = c.containers.Update(ctx, &containers.UpdateContainerRequest{Container: ctr, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"spec"}}})
+	if err != nil {
+		return fmt.Errorf("update spec of containerd container %q: %w", id, err)
 	}
 	return nil
 }

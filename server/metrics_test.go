@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/errdefs"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -69,7 +68,7 @@ func TestTargetingMetrics(t *testing.T) {
 		},
 		{
 			desc: "containerd unavailable", ns: both,
-			setup:  func(r *rig) { r.tasks.err = errdefs.ErrUnavailable },
+			setup:  func(r *rig) { r.tasks.err = errContainerdDown },
 			want:   []string{"ipc/create/fallback/containerd_unavailable", "pid/create/fallback/containerd_unavailable"},
 			strict: []string{"ipc/create/refused/containerd_unavailable", "pid/create/refused/containerd_unavailable"},
 		},
@@ -112,7 +111,7 @@ func TestTargetingMetrics(t *testing.T) {
 		},
 		{
 			desc: "spec update failed, containerd gone", ns: pidTarget("app1"),
-			setup:  func(r *rig) { r.specs.err = errdefs.ErrUnavailable },
+			setup:  func(r *rig) { r.specs.err = errContainerdDown },
 			want:   []string{"pid/create/fallback/containerd_unavailable"},
 			strict: []string{"pid/create/refused/containerd_unavailable"},
 		},

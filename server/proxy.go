@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // forwardFunc sends one unary request to the backend as raw bytes.
@@ -18,59 +16,40 @@ type forwardFunc func(ctx context.Context, req []byte) ([]byte, error)
 // once) with the same or rewritten bytes, and do side effects around it.
 type hook func(ctx context.Context, req []byte, fwd forwardFunc) ([]byte, error)
 
-// unaryMethods are the full method names that cri-api declares unary. Every
-// other method, known or not, is piped as a bidirectional stream, which is
-// also correct on the wire for unary methods this cri-api does not know.
-var unaryMethods = func() map[string]bool {
-	m := map[string]bool{}
-	for _, sd := range []grpc.ServiceDesc{runtimeapi.RuntimeService_ServiceDesc, runtimeapi.ImageService_ServiceDesc} {
-		for _, md := range sd.Methods {
-			m["/"+sd.ServiceName+"/"+md.MethodName] = true
-		}
-	}
-	return m
-}()
-
 // proxy forwards raw frames to the backend connection.
 type proxy struct {
 	backend *grpc.ClientConn
 	codec   rawCodec
 }
 
-// unary relays one unary call, running h around the forward when set.
-func (p *proxy) unary(ss grpc.ServerStream, method string, h hook) error {
-	in := new(frame)
-	if err := ss.RecvMsg(in); err != nil {
-		return err
-	}
-	ctx := outgoing(ss.Context())
+// unary relays one unary call made on the server context ctx, running h
+// around the forward when set; the backend's header and trailer go back to
+// the caller.
+func (p *proxy) unary(ctx context.Context, method string, req []byte, h hook) ([]byte, error) {
+	sctx := ctx
 	fwd := func(ctx context.Context, req []byte) ([]byte, error) {
 		var hdr, trl metadata.MD
 		out := new(frame)
 		err := p.backend.Invoke(ctx, method, &frame{payload: req}, out,
 			grpc.ForceCodecV2(p.codec), grpc.Header(&hdr), grpc.Trailer(&trl))
-		ss.SetTrailer(trl)
+		if len(trl) > 0 {
+			grpc.SetTrailer(sctx, trl)
+		}
 		if err != nil {
 			return nil, err
 		}
 		if len(hdr) > 0 {
-			if err := ss.SetHeader(hdr); err != nil {
+			if err := grpc.SetHeader(sctx, hdr); err != nil {
 				return nil, err
 			}
 		}
 		return out.payload, nil
 	}
-	var out []byte
-	var err error
+	ctx = outgoing(ctx)
 	if h != nil {
-		out, err = h(ctx, in.payload, fwd)
-	} else {
-		out, err = fwd(ctx, in.payload)
+		return h(ctx, req, fwd)
 	}
-	if err != nil {
-		return err
-	}
-	return ss.SendMsg(&frame{payload: out})
+	return fwd(ctx, req)
 }
 
 // stream pipes a call of any shape (server streaming such as
@@ -126,19 +105,14 @@ func (p *proxy) stream(ss grpc.ServerStream, method string) error {
 	}
 }
 
-// outgoing turns the caller's metadata into the backend call's, leaving out
-// what grpc sets per connection. The deadline and cancellation come with ctx.
+// outgoing makes the caller's metadata the backend call's. What grpc sets
+// per connection (":authority", "content-type", "user-agent", "te") is in it
+// too; the client transport leaves such reserved headers out itself, so no
+// copy is needed here. The deadline and cancellation come with ctx.
 func outgoing(ctx context.Context) context.Context {
 	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok || len(md) == 0 {
+	if !ok {
 		return ctx
 	}
-	out := make(metadata.MD, len(md))
-	for k, v := range md {
-		if strings.HasPrefix(k, ":") || k == "content-type" || k == "user-agent" || k == "te" {
-			continue
-		}
-		out[k] = v
-	}
-	return metadata.NewOutgoingContext(ctx, out)
+	return metadata.NewOutgoingContext(ctx, md)
 }

@@ -3,8 +3,8 @@ package server
 import (
 	"errors"
 
-	"github.com/containerd/containerd/errdefs"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
@@ -44,7 +44,7 @@ const resultRefused = "refused"
 
 // whyNoPID classifies a failure to get the target's task pid.
 func whyNoPID(err error) reasonKind {
-	if errors.Is(err, errTaskNotRunning) || errdefs.IsNotFound(err) {
+	if errors.Is(err, errTaskNotRunning) || status.Code(err) == codes.NotFound {
 		return reasonTargetNotRunning
 	}
 	return reasonContainerdUnavailable
@@ -56,7 +56,7 @@ func whyNoNamespace(err error) reasonKind {
 	switch {
 	case codeOf(err) == codes.Unavailable:
 		return reasonContainerdUnavailable
-	case errors.Is(err, errTaskNotRunning) || errdefs.IsNotFound(err):
+	case errors.Is(err, errTaskNotRunning) || status.Code(err) == codes.NotFound:
 		return reasonTargetNotRunning
 	case errors.Is(err, namespaces.ErrExited):
 		return reasonNamespaceGone

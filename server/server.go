@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/containerd/containerd"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -31,8 +30,8 @@ const MaxMsgSize = 16 << 20
 type Options struct {
 	// Backend is the connection to the backend's CRI socket.
 	Backend *grpc.ClientConn
-	// Containerd is a client of the same containerd's own API.
-	Containerd *containerd.Client
+	// Containerd is a connection to the same containerd's own API.
+	Containerd *grpc.ClientConn
 	// ContainerdNamespace is the containerd namespace of CRI objects (k8s.io).
 	ContainerdNamespace string
 	// StateDir holds the pins, under StateDir/pins.
@@ -85,7 +84,7 @@ type Server struct {
 
 // New builds a Server from opts.
 func New(opts Options) *Server {
-	api := containerdAPI{client: opts.Containerd, ns: opts.ContainerdNamespace}
+	api := newContainerdAPI(opts.Containerd, opts.ContainerdNamespace)
 	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
 		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log)
 	s.metrics = opts.Metrics
@@ -114,11 +113,13 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		"/runtime.v1.RuntimeService/RemovePodSandbox": s.removePodSandbox,
 	}
 	s.grpc = grpc.NewServer(
-		grpc.UnknownServiceHandler(s.handle),
+		grpc.UnknownServiceHandler(s.handleUnknown),
 		grpc.ForceServerCodecV2(s.proxy.codec),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
+		grpc.SharedWriteBuffer(true),
 	)
+	s.registerCRI()
 	s.registerHealth()
 	return s
 }
@@ -139,9 +140,58 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 }
 
-// handle serves every method: the instrumentation boundary.
-func (s *Server) handle(_ any, ss grpc.ServerStream) (err error) {
+// registerCRI registers the RuntimeService and ImageService as cri-api
+// declares them, every method a raw forwarder: known unary methods then take
+// grpc's unary path, the cheapest it has. Methods this build does not know
+// reach handleUnknown.
+func (s *Server) registerCRI() {
+	for _, sd := range []grpc.ServiceDesc{runtimeapi.RuntimeService_ServiceDesc, runtimeapi.ImageService_ServiceDesc} {
+		desc := grpc.ServiceDesc{ServiceName: sd.ServiceName, HandlerType: (*any)(nil), Metadata: sd.Metadata}
+		for _, m := range sd.Methods {
+			method := "/" + sd.ServiceName + "/" + m.MethodName
+			desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m.MethodName, Handler: s.unaryHandler(method)})
+		}
+		for _, st := range sd.Streams {
+			method := "/" + sd.ServiceName + "/" + st.StreamName
+			desc.Streams = append(desc.Streams, grpc.StreamDesc{StreamName: st.StreamName, ServerStreams: st.ServerStreams, ClientStreams: st.ClientStreams,
+				Handler: func(_ any, ss grpc.ServerStream) error {
+					return s.instrument(method, func() error { return s.proxy.stream(ss, method) })
+				}})
+		}
+		s.grpc.RegisterService(&desc, s)
+	}
+}
+
+// unaryHandler forwards one known unary method, through its hook if any.
+func (s *Server) unaryHandler(method string) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	h := s.hooks[method]
+	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		out := new(frame)
+		err := s.instrument(method, func() error {
+			in := new(frame)
+			if err := dec(in); err != nil {
+				return err
+			}
+			var err error
+			out.payload, err = s.proxy.unary(ctx, method, in.payload, h)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// handleUnknown pipes a method this build does not know, of any shape.
+func (s *Server) handleUnknown(_ any, ss grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(ss)
+	return s.instrument(method, func() error { return s.proxy.stream(ss, method) })
+}
+
+// instrument is the boundary every call passes: it turns errors into a gRPC
+// status once, contains panics, and observes the call once.
+func (s *Server) instrument(method string, call func() error) (err error) {
 	start := time.Now()
 	defer func() {
 		// grpc does not recover handler panics: one bad request must not take
@@ -149,17 +199,10 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) (err error) {
 		if r := recover(); r != nil {
 			s.log.WithFields(logrus.Fields{"method": method, "panic": r, "stack": string(debug.Stack())}).Error("handler panicked")
 			err = status.Errorf(codes.Internal, "cri-nstarget: internal error in %s", method)
-			s.observe(method, start, err)
 		}
+		s.observe(method, start, err)
 	}()
-	if unaryMethods[method] {
-		err = s.proxy.unary(ss, method, s.hooks[method])
-	} else {
-		err = s.proxy.stream(ss, method)
-	}
-	err = toStatus(err)
-	s.observe(method, start, err)
-	return err
+	return toStatus(call())
 }
 
 // ReleaseStale releases the pins of containers the backend no longer has.

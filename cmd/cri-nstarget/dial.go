@@ -28,6 +28,7 @@ func dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(reconnect),
+		grpc.WithSharedWriteBuffer(true),
 	}, opts...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/containerd/containerd"
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -139,10 +138,6 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 		return fmt.Errorf("containerd: %w", err)
 	}
 	defer ctrdConn.Close()
-	ctrd, err := containerd.NewWithConn(ctrdConn)
-	if err != nil {
-		return fmt.Errorf("containerd %s: %w", cfg.containerdAddress, err)
-	}
 	mx, err := listenMetrics(cfg.metricsAddress)
 	if err != nil {
 		return err
@@ -150,7 +145,7 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	defer mx.close()
 	srv := server.New(server.Options{
 		Backend:             backend,
-		Containerd:          ctrd,
+		Containerd:          ctrdConn,
 		ContainerdNamespace: cfg.containerdNamespace,
 		StateDir:            cfg.stateDir,
 		Strict:              cfg.strict,
