@@ -53,7 +53,13 @@ func figures(t *testing.T, pid int) procFigures {
 func TestLoad(t *testing.T) {
 	clients := envInt("NST_LOAD_CLIENTS", 64)
 	duration := time.Duration(envInt("NST_LOAD_SECONDS", 30)) * time.Second
-	s := startShim(t, "--log-level", "info")
+	s := startShim(t, "--log-level", "info", "--metrics-address", "127.0.0.1:0")
+	metrics := "http://" + metricsAddr(t, s.LogPath()) + "/metrics"
+	goroutines := func() int {
+		_, text := httpGet(t, metrics)
+		n, _ := strconv.Atoi(metricValue(text, "go_goroutines"))
+		return n
+	}
 	c := shimCRI(s)
 	sandboxes := func() int {
 		r, err := direct.rt.ListPodSandbox(ctx(t), &runtimeapi.ListPodSandboxRequest{})
@@ -68,6 +74,7 @@ func TestLoad(t *testing.T) {
 	if err := lifecycle(c, fmt.Sprintf("load-%d-warmup", os.Getpid())); err != nil {
 		t.Fatal(err)
 	}
+	goBefore := goroutines() // first: its HTTP connection stays open, counted in both fd figures
 	before := figures(t, s.PID())
 
 	var lifecycles, errCount atomic.Int64
@@ -117,14 +124,21 @@ func TestLoad(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); figures(t, s.PID()).fds > before.fds && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
+	goAfter := goroutines()
+	for deadline := time.Now().Add(10 * time.Second); goAfter > goBefore && time.Now().Before(deadline); goAfter = goroutines() {
+		time.Sleep(100 * time.Millisecond)
+	}
 	after := figures(t, s.PID())
 	if after.fds > before.fds {
 		t.Errorf("shim fds: %d before, %d after: %v", before.fds, after.fds, fdTargets(s.PID()))
 	}
 	t.Logf("%d clients, %v: %d pod lifecycles (each: sandbox, app, targeted debug, teardown), %d errors",
 		clients, duration, lifecycles.Load(), errCount.Load())
-	t.Logf("shim fds before/peak/after: %d/%d/%d; threads %d/%d/%d; RSS KiB %d/%d/%d",
-		before.fds, peak.fds, after.fds, before.threads, peak.threads, after.threads, before.rssKiB, peak.rssKiB, after.rssKiB)
+	t.Logf("shim fds before/peak/after: %d/%d/%d; goroutines %d/-/%d; threads %d/%d/%d; RSS KiB %d/%d/%d",
+		before.fds, peak.fds, after.fds, goBefore, goAfter, before.threads, peak.threads, after.threads, before.rssKiB, peak.rssKiB, after.rssKiB)
+	if goAfter > goBefore {
+		t.Errorf("shim goroutines: %d before, %d after", goBefore, goAfter)
+	}
 	if errCount.Load() > 0 {
 		t.Errorf("%d errors, first ones: %v", errCount.Load(), firstErrs)
 	}
