@@ -130,10 +130,41 @@ func Unpin(path string) error {
 	return nil
 }
 
+// nsGetTGIDFromPIDNS is the nsfs ioctl (Linux 6.10+) that translates a
+// thread-group id in the namespace of the fd into the caller's namespace:
+// _IOR(0xb7, 0x7, int).
+const nsGetTGIDFromPIDNS = 0x8004b707
+
 // HasInit reports whether the PID namespace at path still has a live init
 // (the process that is PID 1 inside it). Without one the kernel refuses to
 // create processes in the namespace, so a container cannot join it.
+//
+// It asks the kernel for the host pid of the namespace's PID 1 (one ioctl);
+// on kernels older than 6.10 it looks through /proc instead.
 func HasInit(path string) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("open pid namespace %s: %w", path, err)
+	}
+	defer f.Close()
+	pid, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nsGetTGIDFromPIDNS, 1)
+	switch errno {
+	case 0:
+		live, err := isLiveInit(strconv.Itoa(int(pid)))
+		if errors.Is(err, os.ErrNotExist) { // reaped since
+			return false, nil
+		}
+		return live, err
+	case unix.ESRCH:
+		return false, nil
+	case unix.ENOTTY, unix.EINVAL:
+		return scanForInit(path)
+	}
+	return false, fmt.Errorf("find init of pid namespace %s: %w", path, errno)
+}
+
+// scanForInit is HasInit by looking at every process in /proc.
+func scanForInit(path string) (bool, error) {
 	id, err := Stat(path)
 	if err != nil {
 		return false, err

@@ -102,13 +102,17 @@ func TestPinOutlivesProcess(t *testing.T) {
 	if same, err := Same(pin, "/proc/"+strconv.Itoa(child)+"/ns/pid"); err != nil || !same {
 		t.Fatalf("pin does not name the child's namespace: %v %v", same, err)
 	}
-	if live, err := HasInit(pin); err != nil || !live {
-		t.Fatalf("HasInit with init running = %v %v, want true", live, err)
+	for name, hasInit := range map[string]func(string) (bool, error){"HasInit": HasInit, "scanForInit": scanForInit} {
+		if live, err := hasInit(pin); err != nil || !live {
+			t.Fatalf("%s with init running = %v %v, want true", name, live, err)
+		}
 	}
 	syscall.Kill(child, syscall.SIGKILL)
 	cmd.Wait()
-	if live, err := HasInit(pin); err != nil || live {
-		t.Fatalf("HasInit after init died = %v %v, want false", live, err)
+	for name, hasInit := range map[string]func(string) (bool, error){"HasInit": HasInit, "scanForInit": scanForInit} {
+		if live, err := hasInit(pin); err != nil || live {
+			t.Fatalf("%s after init died = %v %v, want false", name, live, err)
+		}
 	}
 	if _, err := Stat(pin); err != nil {
 		t.Fatalf("pin gone with the process: %v", err)
