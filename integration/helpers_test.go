@@ -38,8 +38,14 @@ var shimCount atomic.Int32
 // (by pid) when t ends; its pins must all be released by then.
 func startShim(t *testing.T, flags ...string) *harness.Shim {
 	t.Helper()
+	return startShimBinary(t, shimBin, flags...)
+}
+
+// startShimBinary is startShim for another binary (e.g. a wrapper).
+func startShimBinary(t *testing.T, binary string, flags ...string) *harness.Shim {
+	t.Helper()
 	dir := filepath.Join(tmp, fmt.Sprintf("s%d", shimCount.Add(1)))
-	s, err := harness.StartShim(context.Background(), shimBin, dir, env.Containerd, flags...)
+	s, err := harness.StartShim(context.Background(), binary, dir, env.Containerd, flags...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,21 +243,14 @@ func containerIDs(t *testing.T) map[string]bool {
 	return ids
 }
 
-// mountsUnder lists mount points below dir.
+// mountsUnder lists the mount points at or below dir.
 func mountsUnder(t *testing.T, dir string) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	m, err := harness.MountsUnder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
-		}
-	}
-	return out
+	return m
 }
 
 func pidOf(t *testing.T, id string) int {

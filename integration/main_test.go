@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,9 +42,12 @@ func runSuite(m *testing.M) (code int) {
 	defer func() {
 		// Last resort: every test checks its own pins; anything still mounted
 		// here is a leak, reported and then cleaned so the machine is left as found.
-		if leaked := unmountUnder(tmp); len(leaked) > 0 {
+		if leaked, _ := harness.MountsUnder(tmp); len(leaked) > 0 {
 			fmt.Fprintln(os.Stderr, "integration: mounts leaked under", tmp, leaked)
 			code = 1
+			if err := harness.UnmountAll(tmp); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
 		}
 		os.RemoveAll(tmp)
 	}()
@@ -80,19 +81,4 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "containerd log tail:\n", env.Containerd.LogTail())
 	}
 	return code
-}
-
-// unmountUnder detaches every mount below dir, deepest first, and returns them.
-func unmountUnder(dir string) []string {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			mounts = append(mounts, f[4])
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
-	}
-	return mounts
 }

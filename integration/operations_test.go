@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -318,27 +317,4 @@ func unitBoundingSet(t *testing.T) []string {
 	}
 	t.Fatal("the unit sets no CapabilityBoundingSet")
 	return nil
-}
-
-// startShimBinary is startShim for another binary (a wrapper).
-func startShimBinary(t *testing.T, binary string, flags ...string) *harness.Shim {
-	t.Helper()
-	dir := filepath.Join(tmp, fmt.Sprintf("s%d", shimCount.Add(1)))
-	s, err := harness.StartShim(context.Background(), binary, dir, env.Containerd, flags...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if m := mountsUnder(t, s.StateDir()); len(m) > 0 {
-			t.Errorf("pins left after the test's pods were removed: %v", m)
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("stop shim: %v", err)
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(s.LogPath())
-			t.Logf("shim log:\n%s", b)
-		}
-	})
-	return s
 }

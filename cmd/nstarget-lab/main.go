@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
@@ -77,7 +76,7 @@ func startLab(ctx context.Context, binary, shimDir string, flags []string) (*lab
 func (l *lab) close() error {
 	fmt.Println("• tearing down: cri-nstarget, then containerd (pods, shims, mounts, files) ...")
 	err := l.shim.Close()
-	if m := mountsUnder(l.shim.StateDir()); len(m) > 0 {
+	if m, _ := harness.MountsUnder(l.shim.StateDir()); len(m) > 0 {
 		fmt.Println("  pins left mounted:", m)
 	}
 	os.RemoveAll(l.shim.Dir)
@@ -114,22 +113,4 @@ Ctrl-C stops everything.
 	<-ctx.Done()
 	fmt.Println()
 	return l.close()
-}
-
-func mountsUnder(dir string) []string {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
-		}
-	}
-	return out
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

@@ -242,7 +242,7 @@ func assertGone(t *testing.T, dir string, procs []Proc) {
 	if left, err := findShims(socketPath(dir)); err != nil || len(left) > 0 {
 		t.Errorf("shims left after Close: %v %v", left, err)
 	}
-	if mounts, err := mountsUnder(dir); err != nil || len(mounts) > 0 {
+	if mounts, err := MountsUnder(dir); err != nil || len(mounts) > 0 {
 		t.Errorf("mounts left under %s: %v %v", dir, mounts, err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mountsUnder returns the mount points at or below dir, deepest first.
-func mountsUnder(dir string) ([]string, error) {
+// MountsUnder returns the mount points at or below dir, deepest first.
+func MountsUnder(dir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("open mountinfo: %w", err)
@@ -64,9 +64,9 @@ func unescapeMountPath(s string) string {
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
-// unmountAll unmounts everything at or below dir, deepest first, detaching
+// UnmountAll unmounts everything at or below dir, deepest first, detaching
 // what is busy; it repeats for stacked mounts until none is left.
-func unmountAll(dir string) error {
+func UnmountAll(dir string) error {
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -75,7 +75,7 @@ func unmountAll(dir string) error {
 		return fmt.Errorf("resolve %s: %w", dir, err)
 	}
 	for attempt := 0; attempt < 5; attempt++ {
-		mounts, err := mountsUnder(resolved)
+		mounts, err := MountsUnder(resolved)
 		if err != nil || len(mounts) == 0 {
 			return err
 		}
@@ -85,7 +85,7 @@ func unmountAll(dir string) error {
 			}
 		}
 	}
-	if left, err := mountsUnder(resolved); err != nil || len(left) > 0 {
+	if left, err := MountsUnder(resolved); err != nil || len(left) > 0 {
 		return errors.Join(err, fmt.Errorf("mounts left under %s: %v", resolved, left))
 	}
 	return nil

@@ -17,14 +17,14 @@ func TestUnescapeMountPath(t *testing.T) {
 }
 
 func TestMountsUnder(t *testing.T) {
-	got, err := mountsUnder("/proc")
+	got, err := MountsUnder("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) == 0 || got[len(got)-1] != "/proc" {
-		t.Errorf("mountsUnder(/proc) = %v, want /proc last", got)
+		t.Errorf("MountsUnder(/proc) = %v, want /proc last", got)
 	}
-	if got, err := mountsUnder(t.TempDir()); err != nil || len(got) != 0 {
-		t.Errorf("mountsUnder(empty temp dir) = %v, %v", got, err)
+	if got, err := MountsUnder(t.TempDir()); err != nil || len(got) != 0 {
+		t.Errorf("MountsUnder(empty temp dir) = %v, %v", got, err)
 	}
 }

@@ -35,7 +35,7 @@ func (c *Containerd) Stop() error {
 		c.stopProcess(),
 		deleteRuncContainers(c.Dir),
 		killShims(c.Address()),
-		unmountAll(c.Dir),
+		UnmountAll(c.Dir),
 	)
 	if err := os.RemoveAll(c.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s: %w", c.Dir, err))
