@@ -122,3 +122,39 @@ install-check:
 # config/default.toml is what `cri-nstarget config default` prints (a unit test checks).
 config/default.toml: config/config.go
 	$(GO) run ./cmd/cri-nstarget config default >$@.tmp && mv $@.tmp $@
+
+# Conformance (docs/conformance.md): the TARGET suite (conformance/, any CRI
+# endpoint) and critest v1.34.0, against a private containerd, directly and
+# through the shim; critest must pass the same specs both ways.
+#   make conformance-ci             containerd 1.6 (Debian): suite + critest parity (~3.5 min)
+#   make conformance-ci-containerd2 the same on containerd 2.1 (hack/containerd2.sh builds
+#                                   it once into /var/cache/cri-nstarget, ~2 min cold)
+#   make conformance                both, then the tables in docs/conformance.md
+# critest and its stand-in binary are built from their own module
+# (hack/critest/go.mod), so their dependencies never touch go.mod.
+CONFORMANCE_OUT ?= bin/conformance
+CRITEST_SKIP    ?= hack/critest/skip.txt
+CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite bin/nstarget-conformance \
+	--critest bin/critest --critest-standin bin/critest-standin --critest-skip $(CRITEST_SKIP) \
+	--out $(CONFORMANCE_OUT) --critest-busybox "$$(./hack/busybox-full.sh)"
+
+.PHONY: conformance conformance-ci conformance-ci-containerd2 conformance-tools conformance-report
+
+conformance-tools: build
+	$(GO) test -c -o bin/nstarget-conformance ./conformance
+	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
+	cd hack/critest && CGO_ENABLED=0 $(GO) build -o ../../bin/critest-standin ./standin
+	cd hack/critest && $(GO) test -c -o ../../bin/critest \
+		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=v1.34.0" sigs.k8s.io/cri-tools/cmd/critest
+
+conformance-ci: deps conformance-tools
+	$(CONFORMANCE_RUN) --backend containerd-1.6 --containerd containerd
+
+conformance-ci-containerd2: deps conformance-tools
+	$(CONFORMANCE_RUN) --backend containerd-2.1 --containerd "$$(./hack/containerd2.sh)/containerd"
+
+conformance: conformance-ci conformance-ci-containerd2
+	$(MAKE) conformance-report
+
+conformance-report:
+	bin/nstarget-matrix report --docs docs/conformance.md $(CONFORMANCE_OUT)

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,9 +61,112 @@ disabled_plugins = [
     endpoint = [{{endpoint}}]
 `
 
-// renderConfig fills configTemplate for dir, which must be absolute.
+// renderConfig fills configTemplate (version 2, with a mirror) for dir,
+// which must be absolute.
 func renderConfig(dir, registryHost, sandboxImage string) string {
-	q := strconv.Quote // Go's quoting of plain paths is a valid TOML basic string.
+	return renderConfigOpts(Options{Dir: dir, RegistryHost: registryHost, SandboxImage: sandboxImage, ConfigVersion: 2})
+}
+
+// socketPath is containerd's gRPC (and CRI) socket inside dir.
+func socketPath(dir string) string { return filepath.Join(dir, "c.sock") }
+
+// writeConfig creates dir's layout and writes a version 2 config; it
+// returns the config's path.
+func writeConfig(dir, registryHost, sandboxImage string) (string, error) {
+	return writeConfigOpts(Options{Dir: dir, RegistryHost: registryHost, SandboxImage: sandboxImage, ConfigVersion: 2})
+}
+
+// mirrorsSection ends configTemplate: the registry as a mirror of itself.
+const mirrorsSection = `  [plugins."io.containerd.grpc.v1.cri".registry.mirrors.{{registry}}]
+    endpoint = [{{endpoint}}]
+`
+
+// hostsSectionV2 replaces mirrorsSection when registries are configured
+// through hosts.toml files (config_path): containerd refuses both at once.
+const hostsSectionV2 = `  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = {{certs}}
+`
+
+// configTemplateV3 is containerd 2.x's config (version 3), with the same
+// layout as configTemplate. Registries are always configured through
+// hosts.toml files; NRI and CDI, which would use host paths, are off; the
+// runc shim is the one beside the containerd binary.
+const configTemplateV3 = `version = 3
+root = {{dir}}/root
+state = {{dir}}/state
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.erofs",
+  "io.containerd.snapshotter.v1.blockfile",
+  "io.containerd.nri.v1.nri",
+]
+
+[grpc]
+  address = {{sock}}
+
+[ttrpc]
+  address = {{ttrpc}}
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {{dir}}/opt
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = {{sandbox}}
+
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = {{certs}}
+
+[plugins."io.containerd.transfer.v1.local"]
+  config_path = {{certs}}
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  enable_cdi = false
+
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = {{shim}}
+
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = {{dir}}/runc
+
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = {{dir}}/cni
+`
+
+// certsDir holds the hosts.toml files (containerd's config_path).
+func certsDir(dir string) string { return filepath.Join(dir, "certs.d") }
+
+// cniConfPath is where Options.CNIConfList goes.
+func cniConfPath(dir string) string { return filepath.Join(dir, "cni", "10-nstarget.conflist") }
+
+// renderConfigOpts renders the config for opts (Dir absolute, ConfigVersion
+// 2 or 3): version 2 with mirrors unless registry aliases ask for hosts.toml.
+func renderConfigOpts(opts Options) string {
+	dir := opts.Dir
+	tmpl := configTemplate
+	switch {
+	case opts.ConfigVersion == 3:
+		tmpl = configTemplateV3
+	case len(opts.RegistryAliases) > 0:
+		tmpl = strings.TrimSuffix(configTemplate, mirrorsSection) + hostsSectionV2
+	}
+	q := strconv.Quote
 	r := strings.NewReplacer(
 		"{{dir}}/root", q(filepath.Join(dir, "root")),
 		"{{dir}}/state", q(filepath.Join(dir, "state")),
@@ -71,30 +175,85 @@ func renderConfig(dir, registryHost, sandboxImage string) string {
 		"{{dir}}/cni", q(filepath.Join(dir, "cni")),
 		"{{sock}}", q(socketPath(dir)),
 		"{{ttrpc}}", q(socketPath(dir)+".ttrpc"),
-		"{{sandbox}}", q(sandboxImage),
-		"{{registry}}", q(registryHost),
-		"{{endpoint}}", q("http://"+registryHost),
+		"{{sandbox}}", q(opts.SandboxImage),
+		"{{registry}}", q(opts.RegistryHost),
+		"{{endpoint}}", q("http://"+opts.RegistryHost),
+		"{{certs}}", q(certsDir(dir)),
+		"{{shim}}", q(runcShimPath(opts.Binary)),
 	)
-	return r.Replace(configTemplate)
+	return r.Replace(tmpl)
 }
 
-// socketPath is containerd's gRPC (and CRI) socket inside dir.
-func socketPath(dir string) string { return filepath.Join(dir, "c.sock") }
+// runcShimPath is the containerd-shim-runc-v2 beside binary, if there is
+// one, else the one on PATH.
+func runcShimPath(binary string) string {
+	if p, err := exec.LookPath(binary); err == nil {
+		beside := filepath.Join(filepath.Dir(p), "containerd-shim-runc-v2")
+		if _, err := os.Stat(beside); err == nil {
+			return beside
+		}
+	}
+	if p, err := exec.LookPath("containerd-shim-runc-v2"); err == nil {
+		return p
+	}
+	return "containerd-shim-runc-v2"
+}
 
-// writeConfig creates dir's layout and writes the config; it returns the config's path.
-func writeConfig(dir, registryHost, sandboxImage string) (string, error) {
+// hostsTOML sends pulls for a registry host to the local registry over plain HTTP.
+func hostsTOML(registryHost string) string {
+	return fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+registryHost, "http://"+registryHost)
+}
+
+// writeConfigOpts writes the config for opts and, where it uses config_path,
+// a hosts.toml for the registry and each alias; it returns the config's path.
+func writeConfigOpts(opts Options) (string, error) {
+	dir := opts.Dir
 	if n := len(socketPath(dir) + ".ttrpc"); n > maxSocketPath {
 		return "", fmt.Errorf("dir %q is too long for unix sockets (%d > %d bytes): use a short dir such as os.MkdirTemp(\"/tmp\", \"nst-\")", dir, n, maxSocketPath)
 	}
-	if registryHost == "" || sandboxImage == "" {
-		return "", fmt.Errorf("registry host %q and sandbox image %q: both are required", registryHost, sandboxImage)
+	if opts.RegistryHost == "" || opts.SandboxImage == "" {
+		return "", fmt.Errorf("registry host %q and sandbox image %q: both are required", opts.RegistryHost, opts.SandboxImage)
+	}
+	if opts.ConfigVersion != 2 && opts.ConfigVersion != 3 {
+		return "", fmt.Errorf("config version %d: want 2 (containerd 1.6, 1.7) or 3 (containerd 2.x)", opts.ConfigVersion)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "cni"), 0o755); err != nil {
 		return "", fmt.Errorf("create cni conf dir: %w", err)
 	}
+	if opts.CNIConfList != "" {
+		if err := os.WriteFile(cniConfPath(dir), []byte(opts.CNIConfList), 0o644); err != nil {
+			return "", fmt.Errorf("write cni config: %w", err)
+		}
+	}
+	if opts.ConfigVersion == 3 || len(opts.RegistryAliases) > 0 {
+		for _, host := range append([]string{opts.RegistryHost}, opts.RegistryAliases...) {
+			hd := filepath.Join(certsDir(dir), host)
+			if err := os.MkdirAll(hd, 0o755); err != nil {
+				return "", fmt.Errorf("create hosts dir: %w", err)
+			}
+			if err := os.WriteFile(filepath.Join(hd, "hosts.toml"), []byte(hostsTOML(opts.RegistryHost)), 0o644); err != nil {
+				return "", fmt.Errorf("write hosts.toml for %s: %w", host, err)
+			}
+		}
+	}
 	path := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(path, []byte(renderConfig(dir, registryHost, sandboxImage)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(renderConfigOpts(opts)), 0o644); err != nil {
 		return "", fmt.Errorf("write containerd config: %w", err)
 	}
 	return path, nil
+}
+
+// configVersionOf picks the config schema from `binary --version`: 3 for
+// containerd 2.x, else 2.
+func configVersionOf(binary string) (int, error) {
+	out, err := exec.Command(binary, "--version").Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s --version: %w", binary, err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(strings.TrimPrefix(f, "v"), "2.") {
+			return 3, nil
+		}
+	}
+	return 2, nil
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,53 @@ func TestWriteConfigRejects(t *testing.T) {
 				t.Error("writeConfig accepted it")
 			}
 		})
+	}
+}
+
+func TestRenderConfigV3(t *testing.T) {
+	cfg := renderConfigOpts(Options{Dir: "/tmp/nst-1", RegistryHost: "127.0.0.1:5000", SandboxImage: "127.0.0.1:5000/nst/pause:1", ConfigVersion: 3, Binary: "/nonexistent/containerd"})
+	for _, want := range []string{
+		`version = 3`,
+		`root = "/tmp/nst-1/root"`,
+		`address = "/tmp/nst-1/c.sock"`,
+		`sandbox = "127.0.0.1:5000/nst/pause:1"`,
+		`config_path = "/tmp/nst-1/certs.d"`,
+		`restrict_oom_score_adj = true`,
+		`Root = "/tmp/nst-1/runc"`,
+		`conf_dir = "/tmp/nst-1/cni"`,
+		`"io.containerd.nri.v1.nri"`,
+		`runtime_path = `,
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("config lacks %s:\n%s", want, cfg)
+		}
+	}
+	if strings.Contains(cfg, "{{") || strings.Contains(cfg, "mirrors") {
+		t.Errorf("config has a placeholder or a mirror:\n%s", cfg)
+	}
+}
+
+func TestWriteConfigAliases(t *testing.T) {
+	dir := t.TempDir()
+	path, err := writeConfigOpts(Options{Dir: dir, RegistryHost: "127.0.0.1:5000", SandboxImage: "127.0.0.1:5000/p:1",
+		ConfigVersion: 2, RegistryAliases: []string{"registry.k8s.io"}, CNIConfList: `{"name":"x"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(path)
+	if !strings.Contains(string(cfg), `config_path = "`+dir+`/certs.d"`) || strings.Contains(string(cfg), "mirrors") {
+		t.Errorf("version 2 with aliases must use config_path and no mirror:\n%s", cfg)
+	}
+	for _, host := range []string{"127.0.0.1:5000", "registry.k8s.io"} {
+		b, err := os.ReadFile(dir + "/certs.d/" + host + "/hosts.toml")
+		if err != nil || !strings.Contains(string(b), `server = "http://127.0.0.1:5000"`) {
+			t.Errorf("hosts.toml of %s: %v\n%s", host, err, b)
+		}
+	}
+	if b, err := os.ReadFile(cniConfPath(dir)); err != nil || string(b) != `{"name":"x"}` {
+		t.Errorf("cni conflist: %v %q", err, b)
+	}
+	if _, err := writeConfigOpts(Options{Dir: dir, RegistryHost: "h:1", SandboxImage: "h:1/p:1", ConfigVersion: 4}); err == nil {
+		t.Error("config version 4 accepted")
 	}
 }

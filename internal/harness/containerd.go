@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -33,8 +35,21 @@ type Options struct {
 	RegistryHost string
 	// SandboxImage is the full reference of the CRI sandbox (pause) image.
 	SandboxImage string
-	// Binary is the containerd executable; default "containerd".
+	// Binary is the containerd executable; default $NSTARGET_CONTAINERD,
+	// else "containerd". A containerd-shim-runc-v2 beside it is used for
+	// config version 3.
 	Binary string
+	// ConfigVersion is the config schema: 2 (containerd 1.6, 1.7) or 3
+	// (containerd 2.x); default $NSTARGET_CONTAINERD_CONFIG_VERSION, else
+	// what `Binary --version` says.
+	ConfigVersion int
+	// RegistryAliases are registry hosts (e.g. "registry.k8s.io") whose
+	// pulls go to http://RegistryHost, through hosts.toml files under
+	// Dir/certs.d (config_path) instead of a mirror entry.
+	RegistryAliases []string
+	// CNIConfList, if set, is the CNI network of pods that are not on the
+	// host network (see Bridge); it is written to Dir/cni.
+	CNIConfList string
 	// LogWriter also receives containerd's stdout and stderr, which always
 	// go to Dir/containerd.log.
 	LogWriter io.Writer
@@ -63,7 +78,22 @@ type Containerd struct {
 // until its CRI service answers. On failure it stops what it started.
 func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 	if opts.Binary == "" {
-		opts.Binary = "containerd"
+		opts.Binary = cmp.Or(os.Getenv("NSTARGET_CONTAINERD"), "containerd")
+	}
+	if opts.ConfigVersion == 0 {
+		if v := os.Getenv("NSTARGET_CONTAINERD_CONFIG_VERSION"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("NSTARGET_CONTAINERD_CONFIG_VERSION=%q: %w", v, err)
+			}
+			opts.ConfigVersion = n
+		} else {
+			n, err := configVersionOf(opts.Binary)
+			if err != nil {
+				return nil, err
+			}
+			opts.ConfigVersion = n
+		}
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
@@ -76,7 +106,7 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 		return nil, fmt.Errorf("containerd dir %q: %w", opts.Dir, err)
 	}
 	opts.Dir = dir
-	configPath, err := writeConfig(dir, opts.RegistryHost, opts.SandboxImage)
+	configPath, err := writeConfigOpts(opts)
 	if err != nil {
 		return nil, err
 	}

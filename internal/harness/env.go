@@ -35,25 +35,49 @@ type Env struct {
 // empty dir means a new os.MkdirTemp("/tmp", "nst-"). Close, like a failed
 // Start, removes dir.
 func Start(ctx context.Context, dir string) (*Env, error) {
-	reg, err := startImageRegistry()
+	return StartWith(ctx, EnvOptions{Dir: dir})
+}
+
+// EnvOptions configure StartWith.
+type EnvOptions struct {
+	// Dir is containerd's directory; empty means a new os.MkdirTemp("/tmp", "nst-").
+	Dir string
+	// Binary and ConfigVersion choose the containerd (see Options).
+	Binary        string
+	ConfigVersion int
+	// Images are served besides BusyboxName and PauseName, keyed "name:tag".
+	Images map[string]*Image
+	// RegistryAliases and CNIConfList are passed to containerd (see Options).
+	RegistryAliases []string
+	CNIConfList     string
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
+	reg, err := startImageRegistry(o.Images)
 	if err != nil {
 		return nil, err
 	}
+	dir := o.Dir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("/tmp", "nst-"); err != nil {
 			return nil, errors.Join(fmt.Errorf("create containerd dir: %w", err), reg.Close())
 		}
 	}
 	e := &Env{Registry: reg, BusyboxImage: reg.Ref(BusyboxName), PauseImage: reg.Ref(PauseName)}
-	e.Containerd, err = StartContainerd(ctx, Options{Dir: dir, RegistryHost: reg.Host(), SandboxImage: e.PauseImage})
+	e.Containerd, err = StartContainerd(ctx, Options{
+		Dir: dir, RegistryHost: reg.Host(), SandboxImage: e.PauseImage,
+		Binary: o.Binary, ConfigVersion: o.ConfigVersion, RegistryAliases: o.RegistryAliases, CNIConfList: o.CNIConfList,
+	})
 	if err != nil {
 		return nil, errors.Join(err, reg.Close())
 	}
 	return e, nil
 }
 
-// startImageRegistry builds the busybox and pause images and serves them.
-func startImageRegistry() (*Registry, error) {
+// startImageRegistry builds the busybox and pause images and serves them
+// with extra.
+func startImageRegistry(extra map[string]*Image) (*Registry, error) {
 	busybox, err := BuildBusybox([]string{"sh"})
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", BusyboxName, err)
@@ -62,7 +86,11 @@ func startImageRegistry() (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", PauseName, err)
 	}
-	return StartRegistry(map[string]*Image{BusyboxName: busybox, PauseName: pause})
+	images := map[string]*Image{BusyboxName: busybox, PauseName: pause}
+	for k, img := range extra {
+		images[k] = img
+	}
+	return StartRegistry(images)
 }
 
 // Close stops containerd (see Containerd.Stop) and the registry.

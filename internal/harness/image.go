@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,15 +48,44 @@ func (img *Image) Blob(d digest.Digest) ([]byte, bool) {
 // BuildBusybox builds a single-layer image holding BusyboxPath, every applet
 // as a hard link to it, and a minimal /etc; cmd is the image's default command.
 func BuildBusybox(cmd []string) (*Image, error) {
-	applets, err := busyboxApplets(BusyboxPath)
+	return BuildImage(ImageOptions{Cmd: cmd})
+}
+
+// ImageOptions describe an image built by BuildImage.
+type ImageOptions struct {
+	// Busybox is the static busybox binary; default BusyboxPath.
+	Busybox string
+	// Cmd is the image's default command.
+	Cmd []string
+	// User is the image config's User ("1002", "www-data:1004"); default root.
+	User string
+	// Files are added to the layer after the defaults, replacing a default
+	// of the same name (etc/passwd, etc/group).
+	Files []File
+}
+
+// File is a regular file of an image layer.
+type File struct {
+	Name string // relative, e.g. "etc/passwd"
+	Mode int64
+	Data []byte
+}
+
+// BuildImage builds a single-layer image holding a static busybox, every
+// applet as a hard link to it, a minimal /etc and o.Files.
+func BuildImage(o ImageOptions) (*Image, error) {
+	if o.Busybox == "" {
+		o.Busybox = BusyboxPath
+	}
+	applets, err := busyboxApplets(o.Busybox)
 	if err != nil {
 		return nil, err
 	}
-	bin, err := os.ReadFile(BusyboxPath)
+	bin, err := os.ReadFile(o.Busybox)
 	if err != nil {
 		return nil, fmt.Errorf("read busybox: %w", err)
 	}
-	tarball, err := busyboxTar(bin, applets)
+	tarball, err := busyboxTar(bin, applets, o.Files...)
 	if err != nil {
 		return nil, fmt.Errorf("build busybox layer: %w", err)
 	}
@@ -62,7 +93,7 @@ func BuildBusybox(cmd []string) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compress busybox layer: %w", err)
 	}
-	return assemble(layer, digest.FromBytes(tarball), cmd)
+	return assembleImage(layer, digest.FromBytes(tarball), ocispec.ImageConfig{Env: []string{"PATH=/bin"}, Cmd: o.Cmd, User: o.User})
 }
 
 // busyboxApplets lists the applet names of the busybox at path.
@@ -85,7 +116,7 @@ func busyboxApplets(path string) ([]string, error) {
 
 // busyboxTar writes the uncompressed layer. Applets are hard links, not
 // symlinks: runc masks paths with bind mounts, which follow symlinks.
-func busyboxTar(bin []byte, applets []string) ([]byte, error) {
+func busyboxTar(bin []byte, applets []string, extra ...File) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, dir := range []string{"bin", "dev", "etc", "proc", "root", "sys", "tmp"} {
@@ -97,22 +128,39 @@ func busyboxTar(bin []byte, applets []string) ([]byte, error) {
 			return nil, fmt.Errorf("write dir %s: %w", dir, err)
 		}
 	}
-	files := []struct {
-		name string
-		mode int64
-		data []byte
-	}{
+	files := []File{
 		{"bin/busybox", 0o755, bin},
 		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n")},
 		{"etc/group", 0o644, []byte("root:x:0:\n")},
 	}
-	for _, f := range files {
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("write header %s: %w", f.name, err)
+	for _, e := range extra {
+		i := slices.IndexFunc(files, func(f File) bool { return f.Name == e.Name })
+		if i < 0 {
+			files = append(files, e)
+		} else {
+			files[i] = e
 		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, fmt.Errorf("write %s: %w", f.name, err)
+	}
+	dirs := map[string]bool{"bin": true, "dev": true, "etc": true, "proc": true, "root": true, "sys": true, "tmp": true}
+	for _, f := range files {
+		// Parents first (e.g. usr/ and usr/sbin/ for usr/sbin/nginx).
+		parts := strings.Split(path.Dir(f.Name), "/")
+		for i := range parts {
+			d := strings.Join(parts[:i+1], "/")
+			if d == "." || dirs[d] {
+				continue
+			}
+			dirs[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch}); err != nil {
+				return nil, fmt.Errorf("write dir %s: %w", d, err)
+			}
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.Name, Mode: f.Mode, Size: int64(len(f.Data)), ModTime: epoch}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("write header %s: %w", f.Name, err)
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil, fmt.Errorf("write %s: %w", f.Name, err)
 		}
 	}
 	for _, a := range applets {
@@ -139,11 +187,11 @@ func gzipBytes(b []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// assemble wraps one gzip layer into an image config and manifest.
-func assemble(layer []byte, diffID digest.Digest, cmd []string) (*Image, error) {
+// assembleImage wraps one gzip layer into an image with config cfg.
+func assembleImage(layer []byte, diffID digest.Digest, cfg ocispec.ImageConfig) (*Image, error) {
 	config, err := json.Marshal(ocispec.Image{
 		Platform: ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH},
-		Config:   ocispec.ImageConfig{Env: []string{"PATH=/bin"}, Cmd: cmd},
+		Config:   cfg,
 		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
 	})
 	if err != nil {

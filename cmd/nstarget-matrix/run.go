@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+)
+
+// runOptions configure one backend's run.
+type runOptions struct {
+	backend       string // label, e.g. "containerd-1.6"
+	containerd    string
+	configVersion int
+	shim          string
+	suite         string
+	suiteRun      string
+	suiteNetwork  string
+	critest       string
+	critestSkip   string
+	busybox       string
+	standin       string
+	out           string
+	modes         []string
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	var o runOptions
+	var modes string
+	fs.StringVar(&o.backend, "backend", "", "label of the backend in report names (default: containerd-MAJOR.MINOR from --version)")
+	fs.StringVar(&o.containerd, "containerd", "containerd", "containerd binary (a containerd-shim-runc-v2 beside it is used for 2.x)")
+	fs.IntVar(&o.configVersion, "config-version", 0, "containerd config version: 2 (1.6, 1.7) or 3 (2.x); 0 detects it")
+	fs.StringVar(&o.shim, "shim", "bin/cri-nstarget", "cri-nstarget binary")
+	fs.StringVar(&o.suite, "suite", "", "the TARGET suite binary (go test -c ./conformance); empty skips it")
+	fs.StringVar(&o.suiteRun, "suite-run", "", "only the suite's cases matching this -test.run pattern (e.g. TestTarget/pid-reuse)")
+	fs.StringVar(&o.suiteNetwork, "suite-pod-network-mode", "host", "the suite's --pod-network-mode: host, or pod (on the CNI bridge)")
+	fs.StringVar(&o.critest, "critest", "", "critest binary; empty skips critest")
+	fs.StringVar(&o.critestSkip, "critest-skip", "hack/critest/skip.txt", "critest skip list (REGEXP | reason)")
+	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
+	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
+	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")
+	fs.StringVar(&modes, "modes", "direct,shim,shim-strict", "endpoints to test: direct (containerd's CRI), shim (cri-nstarget in front), shim-strict (with --strict-targeting; the suite only)")
+	fs.Parse(args)
+	o.modes = strings.Split(modes, ",")
+	if os.Geteuid() != 0 {
+		return errors.New("run: needs root (containerd, runc, namespace pins, CNI)")
+	}
+	var err error
+	for _, p := range []*string{&o.shim, &o.suite, &o.critest, &o.critestSkip, &o.standin, &o.out} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return err
+			}
+		}
+	}
+	if o.critest != "" && o.busybox == "" {
+		return errors.New("run: --critest-busybox is empty (did hack/busybox-full.sh fail?)")
+	}
+	if o.backend == "" {
+		if o.backend, err = backendLabel(o.containerd); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	return run(ctx, o)
+}
+
+// backendLabel is "containerd-MAJOR.MINOR" from `containerd --version`.
+func backendLabel(bin string) (string, error) {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", bin, err)
+	}
+	m := regexp.MustCompile(`\bv?(\d+)\.(\d+)\.\d+`).FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("%s --version: no version in %q", bin, out)
+	}
+	return fmt.Sprintf("containerd-%s.%s", m[1], m[2]), nil
+}
+
+func run(ctx context.Context, o runOptions) (err error) {
+	start := time.Now()
+	tmp, err := os.MkdirTemp("/tmp", "nsm-")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
+
+	envOpts := harness.EnvOptions{Dir: filepath.Join(tmp, "c"), Binary: o.containerd, ConfigVersion: o.configVersion}
+	var skips []skipEntry
+	if o.critest != "" {
+		if skips, err = readSkipList(o.critestSkip); err != nil {
+			return err
+		}
+		if envOpts.Images, err = critestImages(o.busybox, o.standin); err != nil {
+			return err
+		}
+		envOpts.RegistryAliases = critestAliases
+	}
+	if o.critest != "" || o.suiteNetwork == "pod" {
+		bridge, err := harness.StartBridge(filepath.Join(tmp, "net"))
+		if err != nil {
+			return err
+		}
+		// Deferred first, so it runs after containerd (and its pods) stopped.
+		defer func() {
+			if cerr := bridge.Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove CNI bridge: %w", cerr))
+			}
+		}()
+		envOpts.CNIConfList = bridge.ConfList()
+		fmt.Printf("• pod network: bridge %s, %s (forwarding off the bridge dropped)\n", bridge.Name, bridge.Subnet)
+	}
+	if err := os.MkdirAll(envOpts.Dir, 0o700); err != nil {
+		return err
+	}
+	fmt.Printf("• %s: starting %s in %s\n", o.backend, o.containerd, envOpts.Dir)
+	env, err := harness.StartWith(ctx, envOpts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := env.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("stop containerd: %w", cerr))
+		}
+	}()
+	if err := env.PullImages(ctx, env.Containerd.Endpoint()); err != nil {
+		return err
+	}
+
+	// What decides the exit status: the suite's cases through the shim,
+	// critest parity, and anything that kept a run from finishing or
+	// cleaning up. Runs against containerd directly are measurements.
+	var failures []error
+	passed, failedCases := 0, 0
+	junits := map[string]string{}
+	for _, mode := range o.modes {
+		name := o.backend + "-" + mode
+		endpoint := env.Containerd.Endpoint()
+		var shim *harness.Shim
+		switch mode {
+		case "direct":
+		case "shim", "shim-strict":
+			var flags []string
+			if mode == "shim-strict" {
+				flags = append(flags, "--strict-targeting")
+			}
+			if shim, err = harness.StartShim(ctx, o.shim, filepath.Join(tmp, mode), env.Containerd, flags...); err != nil {
+				return err
+			}
+			endpoint = shim.Endpoint()
+		default:
+			return fmt.Errorf("mode %q: want direct, shim or shim-strict", mode)
+		}
+		fmt.Printf("• %s: %s\n", name, endpoint)
+		if o.suite != "" {
+			pass, fail, err := runSuite(ctx, o, name, endpoint, env.BusyboxImage)
+			switch {
+			case err != nil:
+				failures = append(failures, err)
+			case mode != "direct":
+				passed += pass
+				if fail > 0 {
+					failedCases += fail - 1 // the error below counts one
+					failures = append(failures, fmt.Errorf("%s: %d cases of the TARGET suite failed through the shim", name, fail))
+				}
+			}
+		}
+		if o.critest != "" && mode != "shim-strict" { // critest sends no TARGET: strict changes nothing for it
+			junit := filepath.Join(o.out, "critest-"+name+".xml")
+			if err := runCritest(ctx, o.critest, endpoint, junit, filepath.Join(o.out, "critest-"+name+".log"), skips); err != nil {
+				failures = append(failures, err)
+			} else {
+				junits[mode] = junit
+				if r, err := readJUnit(junit); err == nil {
+					fmt.Printf("  critest %s: %d pass, %d fail, %d skip (%.0fs)\n", name, len(r.Passed), len(r.Failed), len(r.Skipped), r.Seconds)
+				}
+			}
+		}
+		if shim != nil {
+			if err := shim.Close(); err != nil {
+				failures = append(failures, fmt.Errorf("stop shim: %w", err))
+			}
+			if m, err := harness.MountsUnder(shim.StateDir()); err != nil || len(m) > 0 {
+				failures = append(failures, fmt.Errorf("%s: pins left mounted after the runs: %v %v", name, m, err))
+				failures = append(failures, harness.UnmountAll(shim.StateDir()))
+			}
+		}
+	}
+	if junits["direct"] != "" && junits["shim"] != "" {
+		if err := parity(o, junits["direct"], junits["shim"]); err != nil {
+			failures = append(failures, err)
+		} else {
+			passed++
+		}
+	}
+	fmt.Printf("• %s: done in %s; checks that decide the run (suite through the shim, critest parity, clean runs):\n", o.backend, time.Since(start).Round(time.Second))
+	fmt.Printf("%s: %d passed, %d failed\n", o.backend, passed, failedCases+len(failures))
+	return errors.Join(failures...)
+}
+
+// runSuite runs the TARGET suite binary and counts its passed and failed
+// cases; err means it did not run to a report.
+func runSuite(ctx context.Context, o runOptions, name, endpoint, image string) (pass, fail int, err error) {
+	report := filepath.Join(o.out, "suite-"+name+".json")
+	logPath := filepath.Join(o.out, "suite-"+name+".log")
+	os.Remove(report)
+	var buf bytes.Buffer
+	args := []string{"--runtime-endpoint", endpoint, "--test-image", image, "--report", report, "--label", name,
+		"--pod-network-mode", o.suiteNetwork, "-test.v", "-test.timeout", "30m"}
+	if o.suiteRun != "" {
+		args = append(args, "-test.run", o.suiteRun)
+	}
+	cmd := exec.CommandContext(ctx, o.suite, args...)
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	runErr := cmd.Run()
+	if err := os.WriteFile(logPath, buf.Bytes(), 0o644); err != nil {
+		return 0, 0, err
+	}
+	// The suite's own summary: one line per case.
+	if i := bytes.Index(buf.Bytes(), []byte("--- nstarget conformance:")); i >= 0 {
+		fmt.Print(indent(string(buf.Bytes()[i:])))
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: the suite wrote no report (%v); see %s", name, runErr, logPath)
+	}
+	var r suiteReport
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", report, err)
+	}
+	skip := 0
+	for _, res := range r.Results {
+		switch res.Result {
+		case "pass":
+			pass++
+		case "fail":
+			fail++
+		default:
+			skip++
+		}
+	}
+	fmt.Printf("  suite %s: %d pass, %d fail, %d skip; log %s\n", name, pass, fail, skip, logPath)
+	if runErr != nil && fail == 0 {
+		return pass, fail, fmt.Errorf("%s: the suite exited with %v but reported no failed case; see %s", name, runErr, logPath)
+	}
+	return pass, fail, nil
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if l == "PASS" || l == "FAIL" || strings.HasPrefix(l, "conformance: ") {
+			continue // go test's and the suite's closing lines: counted by the caller
+		}
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// parity compares critest's passing specs direct and through the shim and
+// writes the comparison next to the reports.
+func parity(o runOptions, direct, shim string) error {
+	base, err := readJUnit(direct)
+	if err != nil {
+		return err
+	}
+	other, err := readJUnit(shim)
+	if err != nil {
+		return err
+	}
+	d := compareJUnit(base, other)
+	text := d.String(filepath.Base(direct), filepath.Base(shim))
+	fmt.Print(indent(text))
+	summary := map[string]any{
+		"backend": o.backend, "same": d.Same(),
+		"direct": counts(base), "shim": counts(other),
+		"onlyDirect": d.onlyBase, "onlyShim": d.onlyOther,
+	}
+	b, _ := json.MarshalIndent(summary, "", "  ")
+	if err := os.WriteFile(filepath.Join(o.out, "critest-parity-"+o.backend+".json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if !d.Same() {
+		return fmt.Errorf("%s: critest passes different specs directly and through the shim", o.backend)
+	}
+	return nil
+}
+
+func counts(r junitResult) map[string]any {
+	return map[string]any{"passed": len(r.Passed), "failed": len(r.Failed), "skipped": len(r.Skipped), "seconds": r.Seconds, "failedSpecs": r.Failed}
+}

@@ -1,0 +1,22 @@
+// Package conformance is a suite for NamespaceMode TARGET (kubectl debug
+// --target) that runs against any CRI v1 endpoint given by flags, directly
+// against a runtime or through a proxy such as cri-nstarget.
+//
+// It checks behaviour from inside containers: which processes a debug
+// container sees and which /proc/self/ns links it has, compared with the
+// target's and the pod's. Where the CRI contract leaves a choice (a target
+// that exited, an unknown NamespaceMode), a case accepts any of a stated set
+// of behaviours, reports which one it saw, and fails a runtime that puts a
+// container in a namespace that is neither the target's nor the pod's.
+//
+// The suite is the package's tests; it imports only cri-api, gRPC and the
+// standard library, so it can be built once and pointed anywhere:
+//
+//	go test -c -o bin/nstarget-conformance ./conformance
+//	bin/nstarget-conformance --runtime-endpoint unix:///run/containerd/containerd.sock \
+//	    --test-image IMAGE --report report.json -test.v
+//
+// The test image must have sh, ps (listing every process with
+// `ps -o pid,args`), readlink, sleep and unshare, as busybox does. Without
+// --runtime-endpoint the suite skips, so `go test ./...` needs no daemon.
+package conformance

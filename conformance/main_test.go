@@ -1,0 +1,188 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+var (
+	runtimeEndpoint = flag.String("runtime-endpoint", "", "CRI runtime service endpoint, e.g. unix:///run/containerd/containerd.sock (required; without it the suite skips)")
+	imageEndpoint   = flag.String("image-endpoint", "", "CRI image service endpoint (default: --runtime-endpoint)")
+	testImage       = flag.String("test-image", "", "busybox-like image with sh, ps, readlink, sleep and unshare (required with --runtime-endpoint)")
+	podNetworkMode  = flag.String("pod-network-mode", "host", "network of the suite's pods: host (NamespaceMode NODE) or pod (POD, needs CNI)")
+	reportPath      = flag.String("report", "", "write the results as JSON to this file")
+	label           = flag.String("label", "", "name of this run in the report (e.g. containerd-1.6/shim)")
+	privileged      = flag.Bool("privileged", true, "run the cases that need a privileged host-PID helper container (PID reuse)")
+	caseTimeout     = flag.Duration("case-timeout", 2*time.Minute, "time limit of one case")
+	pull            = flag.Bool("pull", true, "pull --test-image when the runtime does not have it")
+)
+
+// suite is what every case shares: the endpoint's clients.
+var suite struct {
+	rt      runtimeapi.RuntimeServiceClient
+	img     runtimeapi.ImageServiceClient
+	network runtimeapi.NamespaceMode
+	version *runtimeapi.VersionResponse
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if *runtimeEndpoint == "" {
+		fmt.Fprintln(os.Stderr, "conformance: skipped: no --runtime-endpoint (this suite runs against a CRI endpoint; see doc.go)")
+		os.Exit(0)
+	}
+	if err := setUp(); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	printSummary()
+	if err := writeReport(); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		if code == 0 {
+			code = 2
+		}
+	}
+	os.Exit(code)
+}
+
+func setUp() error {
+	if *testImage == "" {
+		return fmt.Errorf("--test-image is required (a busybox-like image with sh, ps, readlink, sleep, unshare)")
+	}
+	switch *podNetworkMode {
+	case "host":
+		suite.network = runtimeapi.NamespaceMode_NODE
+	case "pod":
+		suite.network = runtimeapi.NamespaceMode_POD
+	default:
+		return fmt.Errorf("--pod-network-mode %q: want host or pod", *podNetworkMode)
+	}
+	rconn, err := dial(*runtimeEndpoint)
+	if err != nil {
+		return err
+	}
+	iconn := rconn
+	if *imageEndpoint != "" && *imageEndpoint != *runtimeEndpoint {
+		if iconn, err = dial(*imageEndpoint); err != nil {
+			return err
+		}
+	}
+	suite.rt = runtimeapi.NewRuntimeServiceClient(rconn)
+	suite.img = runtimeapi.NewImageServiceClient(iconn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if suite.version, err = suite.rt.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		return fmt.Errorf("CRI Version at %s: %w", *runtimeEndpoint, err)
+	}
+	st, err := suite.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: *testImage}})
+	if err != nil {
+		return fmt.Errorf("ImageStatus %s: %w", *testImage, err)
+	}
+	if st.GetImage() == nil {
+		if !*pull {
+			return fmt.Errorf("image %s is not present and --pull=false", *testImage)
+		}
+		if _, err := suite.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: *testImage}}); err != nil {
+			return fmt.Errorf("pull %s: %w", *testImage, err)
+		}
+	}
+	return nil
+}
+
+func dial(endpoint string) (*grpc.ClientConn, error) {
+	if !strings.HasPrefix(endpoint, "unix://") && !strings.Contains(endpoint, "://") {
+		endpoint = "unix://" + endpoint
+	}
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
+	}
+	return conn, nil
+}
+
+// Result is one case's outcome, as written to the JSON report.
+type Result struct {
+	Case      string  `json:"case"`
+	Title     string  `json:"title"`
+	Result    string  `json:"result"` // pass, fail or skip
+	Behaviour string  `json:"behaviour,omitempty"`
+	Reason    string  `json:"reason,omitempty"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// Report is the JSON report of one run.
+type Report struct {
+	Label          string    `json:"label,omitempty"`
+	Endpoint       string    `json:"endpoint"`
+	RuntimeName    string    `json:"runtimeName"`
+	RuntimeVersion string    `json:"runtimeVersion"`
+	Started        time.Time `json:"started"`
+	Results        []Result  `json:"results"`
+}
+
+var (
+	resultsMu sync.Mutex
+	results   []Result
+	started   = time.Now()
+)
+
+func addResult(r Result) {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	results = append(results, r)
+}
+
+func sortedResults() []Result {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	return append([]Result(nil), results...) // in the order the cases ran
+}
+
+func printSummary() {
+	counts := map[string]int{}
+	fmt.Println("\n--- nstarget conformance:", *runtimeEndpoint, suite.version.GetRuntimeName(), suite.version.GetRuntimeVersion())
+	for _, r := range sortedResults() {
+		counts[r.Result]++
+		detail := r.Behaviour
+		if r.Reason != "" {
+			detail = strings.TrimSpace(r.Reason + "; " + detail)
+		}
+		fmt.Printf("%-4s %-40s %s\n", strings.ToUpper(r.Result), r.Case, strings.TrimSuffix(detail, "; "))
+	}
+	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
+}
+
+func writeReport() error {
+	if *reportPath == "" {
+		return nil
+	}
+	rep := Report{
+		Label:          *label,
+		Endpoint:       *runtimeEndpoint,
+		RuntimeName:    suite.version.GetRuntimeName(),
+		RuntimeVersion: suite.version.GetRuntimeVersion(),
+		Started:        started.UTC(),
+		Results:        sortedResults(),
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(*reportPath, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
