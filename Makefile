@@ -1,7 +1,8 @@
 # cri-nstarget. On a fresh Debian machine, as root:
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set)
 #   make demo   the feature end to end, then a clean teardown
-#   make test   everything: vet, unit tests, fuzzing (bounded), integration tests (installs what is missing)
+#   make test   all tests: vet, unit, fuzzing (bounded), install check, integration and conformance
+#               (suite + critest parity) on containerd 1.6 and 2.1; CONTAINERD2=0 leaves out 2.1
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -15,7 +16,7 @@ LISTEN             ?= unix:///run/cri-nstarget/cri.sock
 STATE_DIR          ?= /run/cri-nstarget
 ARGS               ?=
 
-.PHONY: all build deps vet unit fuzz integration test run demo bench clean
+.PHONY: all build deps vet unit fuzz integration integration-containerd2 test run demo bench clean
 
 all: build
 
@@ -43,7 +44,14 @@ fuzz:
 integration: deps build
 	$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
-test: deps vet unit fuzz install-check integration
+# The same against containerd 2.1, built once by hack/containerd2.sh.
+integration-containerd2: deps build
+	NSTARGET_CONTAINERD="$$(./hack/containerd2.sh)/containerd" \
+		$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
+
+CONTAINERD2 ?= 1
+test: deps vet unit fuzz install-check integration conformance-ci \
+	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 conformance-ci-containerd2)
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)

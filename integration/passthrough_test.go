@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,26 @@ func checkLifecycle(t *testing.T, c cri) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Read the stream from now on, as kubelet does, and never block:
+	// containerd 2.x first replays up to five minutes of past events and
+	// delivers synchronously, so a subscriber that stops reading stalls every
+	// call that emits an event.
+	var mu sync.Mutex
+	var got []*runtimeapi.ContainerEventResponse
+	var streamErr error
+	go func() {
+		for {
+			ev, err := events.Recv()
+			mu.Lock()
+			if err != nil {
+				streamErr = err
+				mu.Unlock()
+				return
+			}
+			got = append(got, ev)
+			mu.Unlock()
+		}
+	}()
 
 	p := runPod(t, c, podMode)
 	id := run(t, c, p, "life", &runtimeapi.NamespaceOption{})
@@ -66,17 +87,22 @@ func checkLifecycle(t *testing.T, c cri) {
 	seen := map[runtimeapi.ContainerEventType]bool{}
 	deadline := time.Now().Add(10 * time.Second)
 	for !(seen[runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT] && seen[runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT]) && time.Now().Before(deadline) {
-		ev, err := events.Recv()
-		if status.Code(err) == codes.Unimplemented && len(seen) == 0 {
+		mu.Lock()
+		err := streamErr
+		for _, ev := range got {
+			if ev.GetContainerId() == id {
+				seen[ev.GetContainerEventType()] = true
+			}
+		}
+		mu.Unlock()
+		if status.Code(err) == codes.Unimplemented {
 			t.Logf("backend has no container events: %v", err)
 			break
 		}
 		if err != nil {
 			t.Fatalf("events: %v", err)
 		}
-		if ev.GetContainerId() == id {
-			seen[ev.GetContainerEventType()] = true
-		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if len(seen) == 1 {
 		t.Errorf("events for %s: %v", id, seen)
