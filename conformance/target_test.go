@@ -373,9 +373,10 @@ func caseRemovalOrder(c *tc) {
 	if _, err := suite.rt.RemoveContainer(c.ctx, &runtimeapi.RemoveContainerRequest{ContainerId: app}); err != nil {
 		c.fatalf("RemoveContainer of the target (while its debug container exists): %s", short(err))
 	}
-	if _, err := suite.rt.StopContainer(c.ctx, &runtimeapi.StopContainerRequest{ContainerId: dbg}); err != nil {
-		c.fatalf("StopContainer of the debug container after its target was removed: %s", short(err))
-	}
+	// The debug container died with the target's PID namespace; stop waits
+	// until the runtime reports it exited (containerd 1.6's StopContainer may
+	// answer before its status has caught up).
+	c.stop("debug", dbg)
 	if _, err := suite.rt.RemoveContainer(c.ctx, &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
 		c.fatalf("RemoveContainer of the debug container after its target was removed: %s", short(err))
 	}
