@@ -178,7 +178,8 @@ func TestPassthroughSameBytes(t *testing.T) {
 }
 
 // GetContainerEvents ends the same way directly and through the shim (on
-// containerd 1.6: Unimplemented, with the same message).
+// containerd 1.6: Unimplemented, with the same message; on 2.x it stays open
+// until the caller's deadline).
 func TestEventsParity(t *testing.T) {
 	s := startShim(t)
 	first := func(c cri) error {
@@ -192,7 +193,10 @@ func TestEventsParity(t *testing.T) {
 		return err
 	}
 	a, b := status.Convert(first(direct)), status.Convert(first(shimCRI(s)))
-	if a.Code() != b.Code() || a.Message() != b.Message() {
+	// On containerd 2.x the stream stays open: both ends are the test's own
+	// deadline, worded by whichever side of the client noticed it first.
+	clientSide := a.Code() == codes.DeadlineExceeded
+	if a.Code() != b.Code() || !clientSide && a.Message() != b.Message() {
 		t.Errorf("direct: %v %q; shim: %v %q", a.Code(), a.Message(), b.Code(), b.Message())
 	}
 }
