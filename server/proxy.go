@@ -24,13 +24,13 @@ type proxy struct {
 
 // unary relays one unary call made on the server context ctx, running h
 // around the forward when set; the backend's header and trailer go back to
-// the caller.
-func (p *proxy) unary(ctx context.Context, method string, req []byte, h hook) ([]byte, error) {
+// the caller. Without a hook the frames pass through uncopied.
+func (p *proxy) unary(ctx context.Context, method string, in *frame, h hook) (*frame, error) {
 	sctx := ctx
-	fwd := func(ctx context.Context, req []byte) ([]byte, error) {
+	invoke := func(ctx context.Context, req *frame) (*frame, error) {
 		var hdr, trl metadata.MD
 		out := new(frame)
-		err := p.backend.Invoke(ctx, method, &frame{payload: req}, out,
+		err := p.backend.Invoke(ctx, method, req, out,
 			grpc.ForceCodecV2(p.codec), grpc.Header(&hdr), grpc.Trailer(&trl))
 		if len(trl) > 0 {
 			grpc.SetTrailer(sctx, trl)
@@ -43,13 +43,24 @@ func (p *proxy) unary(ctx context.Context, method string, req []byte, h hook) ([
 				return nil, err
 			}
 		}
-		return out.payload, nil
+		return out, nil
 	}
 	ctx = outgoing(ctx)
-	if h != nil {
-		return h(ctx, req, fwd)
+	if h == nil {
+		return invoke(ctx, in)
 	}
-	return fwd(ctx, req)
+	fwd := func(ctx context.Context, req []byte) ([]byte, error) {
+		out, err := invoke(ctx, frameOf(req))
+		if err != nil {
+			return nil, err
+		}
+		return out.bytes(), nil
+	}
+	out, err := h(ctx, in.bytes(), fwd)
+	if err != nil {
+		return nil, err
+	}
+	return frameOf(out), nil
 }
 
 // stream pipes a call of any shape (server streaming such as

@@ -120,14 +120,14 @@ func TestPassthroughRawBytes(t *testing.T) {
 	r := newRig(t, false)
 	unknownField := []byte{0xfa, 0x3e, 0x03, 'n', 'e', 'w'} // field 999, length-delimited "new"
 	req := append([]byte{0x0a, 0x01, 'x'}, unknownField...) // VersionRequest{version:"x"} + unknown field
-	in, out := &frame{payload: req}, new(frame)
+	in, out := frameOf(req), new(frame)
 	err := r.shim.Invoke(context.Background(), "/runtime.v1.RuntimeService/FutureRPC", in, out, grpc.ForceCodecV2(newRawCodec()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want, _ := proto.Marshal(&runtimeapi.VersionResponse{Version: "future:x"})
-	if string(out.payload) != string(want) {
-		t.Errorf("response bytes = %x, want %x", out.payload, want)
+	if got := out.bytes(); string(got) != string(want) {
+		t.Errorf("response bytes = %x, want %x", got, want)
 	}
 }
 
