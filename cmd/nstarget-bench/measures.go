@@ -60,7 +60,19 @@ func (b *bench) all(ctx context.Context) error {
 			b.removePod(b.direct, b.fillPod)
 		}
 	}()
-	steps := []func(context.Context) error{b.lifecycle, b.target, b.unary, b.throughput, b.scaling}
+	// ListContainers scaling is measured while the idle pod grows: the
+	// points below --containers first, the rest after the other measures.
+	var below, above []int
+	for _, n := range b.o.sandboxSize {
+		if n < b.o.containers {
+			below = append(below, n)
+		} else {
+			above = append(above, n)
+		}
+	}
+	steps := []func(context.Context) error{b.lifecycle, b.target,
+		func(ctx context.Context) error { return b.scaling(ctx, below) }, b.unary, b.throughput,
+		func(ctx context.Context) error { return b.scaling(ctx, above) }}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err
@@ -296,9 +308,9 @@ func (b *bench) throughput(ctx context.Context) error {
 
 // scaling: ListContainers added latency at several container counts, each
 // in its own pod, alternating sides.
-func (b *bench) scaling(ctx context.Context) error {
+func (b *bench) scaling(ctx context.Context, points []int) error {
 	fmt.Println("• ListContainers scaling ...")
-	for _, n := range b.o.sandboxSize {
+	for _, n := range points {
 		if n < b.filled {
 			continue
 		}
