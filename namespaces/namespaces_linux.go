@@ -72,7 +72,7 @@ func Open(pid int, kinds []Kind, verify func() error) ([]*Handle, error) {
 			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 				return nil, fmt.Errorf("open %s: %w", path, ErrExited)
 			}
-			return nil, fmt.Errorf("open %s: %w", path, err)
+			return nil, err // an *os.PathError: "open /proc/<pid>/ns/<kind>: <reason>"
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
