@@ -110,36 +110,15 @@ func run(ctx context.Context, o runOptions) (err error) {
 		}
 		envOpts.RegistryAliases = critestAliases
 	}
-	if o.critest != "" || o.suiteNetwork == "pod" {
-		bridge, err := harness.StartBridge(filepath.Join(tmp, "net"))
-		if err != nil {
-			return err
-		}
-		// Deferred first, so it runs after containerd (and its pods) stopped.
-		defer func() {
-			if cerr := bridge.Close(); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("remove CNI bridge: %w", cerr))
-			}
-		}()
-		envOpts.CNIConfList = bridge.ConfList()
-		fmt.Printf("• pod network: bridge %s, %s (forwarding off the bridge dropped)\n", bridge.Name, bridge.Subnet)
-	}
-	if err := os.MkdirAll(envOpts.Dir, 0o700); err != nil {
-		return err
-	}
-	fmt.Printf("• %s: starting %s in %s\n", o.backend, o.containerd, envOpts.Dir)
-	env, err := harness.StartWith(ctx, envOpts)
+	env, err := startBackend(ctx, o.backend, tmp, envOpts, o.critest != "" || o.suiteNetwork == "pod")
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if cerr := env.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("stop containerd: %w", cerr))
+			err = errors.Join(err, cerr)
 		}
 	}()
-	if err := env.PullImages(ctx, env.Containerd.Endpoint()); err != nil {
-		return err
-	}
 
 	// What decides the exit status: the suite's cases through the shim,
 	// critest parity, and anything that kept a run from finishing or
@@ -210,6 +189,59 @@ func run(ctx context.Context, o runOptions) (err error) {
 	fmt.Printf("• %s: done in %s; checks that decide the run (suite through the shim, critest parity, clean runs):\n", o.backend, time.Since(start).Round(time.Second))
 	fmt.Printf("%s: %d passed, %d failed\n", o.backend, passed, failedCases+len(failures))
 	return errors.Join(failures...)
+}
+
+// backend is a private containerd (internal/harness) with its registry
+// and, when pods need a network, a CNI bridge.
+type backend struct {
+	*harness.Env
+	bridge *harness.Bridge
+}
+
+// startBackend starts the CNI bridge (if network), then containerd in
+// opts.Dir under tmp, and pulls the harness's images through containerd's
+// CRI. Close undoes it all.
+func startBackend(ctx context.Context, label, tmp string, opts harness.EnvOptions, network bool) (_ *backend, err error) {
+	b := &backend{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, b.Close())
+		}
+	}()
+	if network {
+		if b.bridge, err = harness.StartBridge(filepath.Join(tmp, "net")); err != nil {
+			return nil, err
+		}
+		opts.CNIConfList = b.bridge.ConfList()
+		fmt.Printf("• pod network: bridge %s, %s (forwarding off the bridge dropped)\n", b.bridge.Name, b.bridge.Subnet)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	fmt.Printf("• %s: starting %s in %s\n", label, opts.Binary, opts.Dir)
+	if b.Env, err = harness.StartWith(ctx, opts); err != nil {
+		return nil, err
+	}
+	if err := b.PullImages(ctx, b.Containerd.Endpoint()); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close stops containerd (and so its pods), then removes the bridge.
+func (b *backend) Close() error {
+	var errs []error
+	if b.Env != nil {
+		if err := b.Env.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("stop containerd: %w", err))
+		}
+	}
+	if b.bridge != nil {
+		if err := b.bridge.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("remove CNI bridge: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // runSuite runs the TARGET suite binary and counts its passed and failed
