@@ -35,6 +35,8 @@ type options struct {
 	shimPID     int
 	image       string
 	sandboxSize []int // ListContainers scaling points
+	only        string
+	verbose     bool
 }
 
 func main() {
@@ -49,6 +51,8 @@ func main() {
 	flag.StringVar(&o.shim, "shim", "", "cri-nstarget endpoint in front of --direct")
 	flag.IntVar(&o.shimPID, "shim-pid", 0, "pid of the --shim process, for its memory")
 	flag.StringVar(&o.image, "image", "", "busybox-like image present on the backend (default: the private one's)")
+	flag.StringVar(&o.only, "only", "", "comma-separated measures to run (lifecycle,target,scaling,unary,throughput); default all")
+	flag.BoolVar(&o.verbose, "v", false, "print each slice of the throughput measure")
 	flag.Parse()
 	o.sandboxSize = []int{10, 100, 300}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,11 +71,17 @@ func (b *bench) all(ctx context.Context) error {
 			above = append(above, n)
 		}
 	}
-	steps := []func(context.Context) error{b.lifecycle, b.target,
-		func(ctx context.Context) error { return b.scaling(ctx, below) }, b.unary, b.throughput,
-		func(ctx context.Context) error { return b.scaling(ctx, above) }}
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{{"lifecycle", b.lifecycle}, {"target", b.target},
+		{"scaling", func(ctx context.Context) error { return b.scaling(ctx, below) }}, {"unary", b.unary}, {"throughput", b.throughput},
+		{"scaling", func(ctx context.Context) error { return b.scaling(ctx, above) }}}
 	for _, step := range steps {
-		if err := step(ctx); err != nil {
+		if b.o.only != "" && !slices.Contains(strings.Split(b.o.only, ","), step.name) {
+			continue
+		}
+		if err := step.run(ctx); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -250,7 +257,8 @@ func (b *bench) unary(ctx context.Context) error {
 func (b *bench) throughput(ctx context.Context) error {
 	fmt.Printf("• %d-client throughput ...\n", b.o.clients)
 	one := b.one
-	var ops [2]int64
+	var ops, fails [2]int64
+	var firstErr [2]error
 	var elapsed [2]time.Duration
 	var peakRSS atomic.Int64
 	stopRSS := make(chan struct{})
@@ -269,7 +277,8 @@ func (b *bench) throughput(ctx context.Context) error {
 	slice := b.o.duration / 4
 	for round := 0; round < 8; round++ {
 		c := []side{b.direct, b.shim}[round%2]
-		var n atomic.Int64
+		var n, failed atomic.Int64
+		var errOnce sync.Once
 		deadline := time.Now().Add(slice)
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -286,15 +295,27 @@ func (b *bench) throughput(ctx context.Context) error {
 					}
 					if err == nil {
 						n.Add(1)
+					} else {
+						failed.Add(1)
+						errOnce.Do(func() { firstErr[round%2] = err })
 					}
 				}
 			}()
 		}
 		wg.Wait()
 		ops[round%2] += n.Load()
+		fails[round%2] += failed.Load()
 		elapsed[round%2] += time.Since(start)
+		if b.o.verbose {
+			fmt.Printf("  slice %d %s: %.0f calls/s, %d failed\n", round, c.name, float64(n.Load())/time.Since(start).Seconds(), failed.Load())
+		}
 	}
 	close(stopRSS)
+	for i, name := range []string{"direct", "shim"} {
+		if fails[i] > 0 {
+			return fmt.Errorf("throughput: %d calls failed %s, first: %v", fails[i], name, firstErr[i])
+		}
+	}
 	d := float64(ops[0]) / elapsed[0].Seconds()
 	s := float64(ops[1]) / elapsed[1].Seconds()
 	b.results = append(b.results, result{measure: fmt.Sprintf("%d clients ListContainers/ContainerStatus", b.o.clients),
