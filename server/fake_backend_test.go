@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,18 +221,22 @@ func (f *fakePins) IDs() ([]string, error) {
 
 // rig is a shim in front of a fake backend, both on in-memory listeners.
 type rig struct {
-	backend *fakeBackend
-	direct  *grpc.ClientConn // to the backend
-	shim    *grpc.ClientConn // through the shim
-	server  *Server
-	tasks   *fakeTasks
-	specs   *fakeSpecs
-	pins    *fakePins
-	opened  [][]namespaces.Kind
-	live    bool // what hasInit answers
+	backend     *fakeBackend
+	direct      *grpc.ClientConn // to the backend
+	shim        *grpc.ClientConn // through the shim: relayed (Serve with a dialer)
+	shimGRPC    *grpc.ClientConn // through the shim's grpc.Server (the fallback path)
+	shimLis     *bufconn.Listener
+	dials       atomic.Int32 // backend connections the relay opened
+	backendDown atomic.Bool  // the relay's dial fails
+	server      *Server
+	tasks       *fakeTasks
+	specs       *fakeSpecs
+	pins        *fakePins
+	opened      [][]namespaces.Kind
+	live        bool // what hasInit answers
 }
 
-func newRig(t *testing.T, strict bool) *rig {
+func newRig(t testing.TB, strict bool) *rig {
 	t.Helper()
 	r := &rig{
 		backend: &fakeBackend{},
@@ -242,7 +248,10 @@ func newRig(t *testing.T, strict bool) *rig {
 	bs := grpc.NewServer(grpc.UnknownServiceHandler(futureRPC))
 	runtimeapi.RegisterRuntimeServiceServer(bs, r.backend)
 	runtimeapi.RegisterImageServiceServer(bs, r.backend)
-	r.direct = serveMem(t, bs)
+	backendLis := bufconn.Listen(1 << 20)
+	go bs.Serve(backendLis)
+	t.Cleanup(bs.Stop)
+	r.direct = dialMem(t, backendLis)
 
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
@@ -259,20 +268,35 @@ func newRig(t *testing.T, strict bool) *rig {
 		return hs, nil
 	}
 	r.server.hasInit = func(string) (bool, error) { return r.live, nil }
-	r.shim = serveMem(t, r.server.grpc)
+	r.server.conns.dial = func(ctx context.Context) (net.Conn, error) {
+		r.dials.Add(1)
+		if r.backendDown.Load() {
+			return nil, errors.New("backend down")
+		}
+		return backendLis.DialContext(ctx)
+	}
+	shimLis, grpcLis := bufconn.Listen(1<<20), bufconn.Listen(1<<20)
+	r.shimLis = shimLis
+	go r.server.Serve(shimLis)
+	go r.server.grpc.Serve(grpcLis)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.server.Shutdown(ctx)
+	})
+	r.shim = dialMem(t, shimLis)
+	r.shimGRPC = dialMem(t, grpcLis)
 	return r
 }
 
-func serveMem(t *testing.T, s *grpc.Server) *grpc.ClientConn {
+func dialMem(t testing.TB, lis *bufconn.Listener) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	go s.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///mem",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close(); s.Stop() })
+	t.Cleanup(func() { conn.Close() })
 	return conn
 }

@@ -37,7 +37,8 @@ func (s *Server) observe(method string, start time.Time, err error) {
 	if s.metrics != nil {
 		s.metrics.Call(method, status.Code(err), d)
 	}
-	if err == nil && !s.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+	_, intercepted := s.hooks[method]
+	if !s.log.Logger.IsLevelEnabled(logrus.DebugLevel) && (err == nil || !intercepted) {
 		return // the common case: no log entry built
 	}
 	entry := s.log.WithFields(logrus.Fields{"method": method, "duration": d.String()})
@@ -47,7 +48,7 @@ func (s *Server) observe(method string, start time.Time, err error) {
 	}
 	st := status.Convert(err)
 	entry = entry.WithFields(logrus.Fields{"code": st.Code().String(), "error": st.Message()})
-	if _, intercepted := s.hooks[method]; intercepted {
+	if intercepted {
 		entry.Warn("call failed")
 		return
 	}

@@ -23,7 +23,7 @@ func TestPassthrough(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		conn *grpc.ClientConn
-	}{{"direct", r.direct}, {"shim", r.shim}} {
+	}{{"direct", r.direct}, {"shim", r.shim}, {"shim-grpc", r.shimGRPC}} {
 		t.Run(tc.name, func(t *testing.T) { checkPassthrough(t, r.backend, tc.conn) })
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -42,6 +43,11 @@ type Options struct {
 	Log    *logrus.Entry
 	// Metrics receives per-call and targeting measurements; nil: none.
 	Metrics Metrics
+	// Dial opens a connection of the shim's own to the backend's CRI socket
+	// for each client connection, which is then relayed frame by frame
+	// (relay.go). Nil, or when it fails, the client connection is served by
+	// the shim's grpc.Server, forwarding through Backend.
+	Dial func(ctx context.Context) (net.Conn, error)
 }
 
 // Interfaces the handlers need, small so unit tests can fake them.
@@ -81,18 +87,28 @@ type Server struct {
 	grpc    *grpc.Server
 	metrics Metrics        // nil: none
 	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
+	local   map[string]localHandler
+	conns   connSet // relay.go, serve.go
 }
 
 // New builds a Server from opts.
 func New(opts Options) *Server {
 	api := newContainerdAPI(opts.Containerd, opts.ContainerdNamespace)
+	var grpcOpts []grpc.ServerOption
+	if opts.Dial != nil {
+		// a connection served here because the backend could not be
+		// reached is closed (GOAWAY) after a while, so that the client's
+		// next connection is relayed again
+		grpcOpts = append(grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: fallbackAge, MaxConnectionAgeGrace: time.Minute}))
+	}
 	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
-		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log)
+		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log, grpcOpts...)
 	s.metrics = opts.Metrics
+	s.conns.dial = opts.Dial
 	return s
 }
 
-func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, strict bool, log *logrus.Entry) *Server {
+func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, strict bool, log *logrus.Entry, grpcOpts ...grpc.ServerOption) *Server {
 	if log == nil {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
@@ -113,7 +129,7 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		"/runtime.v1.RuntimeService/RemoveContainer":  s.removeContainer,
 		"/runtime.v1.RuntimeService/RemovePodSandbox": s.removePodSandbox,
 	}
-	s.grpc = grpc.NewServer(
+	s.grpc = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.UnknownServiceHandler(s.handleUnknown),
 		grpc.ForceServerCodecV2(s.proxy.codec),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
@@ -122,26 +138,11 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		// reuse handler goroutines instead of starting (and growing the
 		// stack of) one per call: about 15 us a call here
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-	)
+	}, grpcOpts...)...)
 	s.registerCRI()
 	s.registerHealth()
+	s.local = s.localHandlers()
 	return s
-}
-
-// Serve serves CRI on lis until Stop or GracefulStop.
-func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
-
-// Shutdown stops accepting calls and waits for those in flight, up to ctx's
-// deadline; then it cuts the rest.
-func (s *Server) Shutdown(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { s.grpc.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.grpc.Stop()
-		<-done
-	}
 }
 
 // registerCRI registers the RuntimeService and ImageService as cri-api
@@ -177,7 +178,7 @@ func (s *Server) unaryHandler(method string) func(any, context.Context, func(any
 				return err
 			}
 			var err error
-			out, err = s.proxy.unary(ctx, method, in, h)
+			out, err = s.proxy.unary(ctx, method, in, h, grpcSink{ctx})
 			return err
 		})
 		if err != nil {

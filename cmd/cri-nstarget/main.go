@@ -151,6 +151,7 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 		Strict:              cfg.strict,
 		Log:                 log,
 		Metrics:             mx.recorder(),
+		Dial:                unixDialer(cfg.runtimeEndpoint),
 	})
 	mx.serve(srv, log)
 	lis, path, err := listen(cfg.listen, cfg.socketGroup)

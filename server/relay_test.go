@@ -1,0 +1,274 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func (r *rig) relays() int {
+	r.server.conns.mu.Lock()
+	defer r.server.conns.mu.Unlock()
+	return len(r.server.conns.relays)
+}
+
+// A client connection is relayed when the backend can be dialled, and
+// served by the grpc.Server when it cannot; both answer.
+func TestRelayOrFallback(t *testing.T) {
+	r := newRig(t, false)
+	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
+	if _, err := rt.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.relays(); n != 1 {
+		t.Fatalf("relayed connections = %d, want 1", n)
+	}
+	r.backendDown.Store(true)
+	conn := dialMem(t, r.shimLis)
+	v, err := runtimeapi.NewRuntimeServiceClient(conn).Version(context.Background(), &runtimeapi.VersionRequest{})
+	if err != nil || v.GetRuntimeName() != "fake" {
+		t.Fatalf("Version on a fallback connection = %v, %v", v, err)
+	}
+	if n := r.relays(); n != 1 {
+		t.Errorf("relayed connections = %d, want still 1 (the new one is the grpc.Server's)", n)
+	}
+}
+
+// The shim's own answers (hooks, health) share the client connection's
+// flow-control window with large backend answers. With windows held at
+// 64 KiB (no BDP growth), many large ListContainers answers and intercepted
+// calls with large requests run at once: every call must succeed, and the
+// connection must survive (a window overrun is a connection error).
+func TestRelayFlowControl(t *testing.T) {
+	r := newRig(t, false)
+	label := strings.Repeat("x", 200)
+	for i := 0; i < 1500; i++ {
+		r.backend.containers = append(r.backend.containers, &runtimeapi.Container{
+			Id: fmt.Sprintf("c%04d", i), PodSandboxId: "other", Labels: map[string]string{"l": label}})
+	}
+	conn, err := grpc.NewClient("passthrough:///mem",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return r.shimLis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	envs := make([]*runtimeapi.KeyValue, 2000) // a request of about 200 KiB, more than a window
+	for i := range envs {
+		envs[i] = &runtimeapi.KeyValue{Key: fmt.Sprintf("K%d", i), Value: strings.Repeat("v", 90)}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 6; g++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 8; i++ {
+				resp, err := rt.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
+				if err == nil && len(resp.GetContainers()) < 1500 {
+					err = fmt.Errorf("%d containers", len(resp.GetContainers()))
+				}
+				if err != nil {
+					errs <- fmt.Errorf("ListContainers: %w", err)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 8; i++ {
+				_, err := rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: "pod",
+					Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "big"}, Envs: envs}})
+				if err != nil {
+					errs <- fmt.Errorf("CreateContainer: %w", err)
+					return
+				}
+				if _, err := rt.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: "nope"}); err != nil {
+					errs <- fmt.Errorf("StartContainer: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	r.backend.mu.Lock()
+	created := len(r.backend.created)
+	r.backend.mu.Unlock()
+	if created != 48 {
+		t.Errorf("backend created %d containers, want 48", created)
+	}
+}
+
+// A compressed request to a method the shim answers itself is refused
+// clearly; the backend never sees it.
+func TestRelayCompressedIntercepted(t *testing.T) {
+	r := newRig(t, false)
+	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
+	_, err := rt.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: "c"}, grpc.UseCompressor(gzip.Name))
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("compressed StartContainer = %v, want Unimplemented", err)
+	}
+	if _, err := rt.Version(context.Background(), &runtimeapi.VersionRequest{}, grpc.UseCompressor(gzip.Name)); err != nil {
+		t.Errorf("compressed Version (relayed to the backend) = %v", err)
+	}
+	if len(r.backend.started) != 0 {
+		t.Errorf("backend started %v", r.backend.started)
+	}
+}
+
+func TestParseTimeout(t *testing.T) {
+	for in, want := range map[string]string{"100m": "100ms", "5S": "5s", "2H": "2h0m0s", "7u": "7µs", "1n": "1ns"} {
+		if d, err := parseTimeout(in); err != nil || d.String() != want {
+			t.Errorf("parseTimeout(%q) = %v, %v; want %s", in, d, err, want)
+		}
+	}
+	for _, bad := range []string{"", "5", "5x", "-1S", "S"} {
+		if _, err := parseTimeout(bad); err == nil {
+			t.Errorf("parseTimeout(%q) succeeded", bad)
+		}
+	}
+	if got := encodeGrpcMessage("a 100% ü\n"); got != "a 100%25 %C3%BC%0A" {
+		t.Errorf("encodeGrpcMessage = %q", got)
+	}
+}
+
+// A strict HTTP/2 client (grpc-go does not check its connection window):
+// it grants only 64 KiB at the connection level and credits lazily, while
+// large backend answers and the shim's own answers share that window. It
+// must never receive more than it granted, and every call must succeed.
+func TestRelayConnectionWindowStrict(t *testing.T) {
+	r := newRig(t, false)
+	label := strings.Repeat("x", 200)
+	for i := 0; i < 600; i++ {
+		r.backend.containers = append(r.backend.containers, &runtimeapi.Container{
+			Id: fmt.Sprintf("c%04d", i), PodSandboxId: "other", Labels: map[string]string{"l": label}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := r.shimLis.DialContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr.WriteSettings()
+	send := func(sid uint32, method string, m proto.Message) {
+		hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", method}, {":authority", "mem"},
+			{"content-type", "application/grpc"}, {"te", "trailers"}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: hbuf.Bytes(), EndHeaders: true})
+		fr.WriteWindowUpdate(sid, 8<<20) // streams are not the limit here; the connection is
+		b, _ := proto.Marshal(m)
+		fr.WriteData(sid, true, append([]byte{0, byte(len(b) >> 24), byte(len(b) >> 16), byte(len(b) >> 8), byte(len(b))}, b...))
+	}
+	const calls = 30
+	for i := 0; i < calls; i++ {
+		sid := uint32(2*i + 1)
+		if i%2 == 0 {
+			send(sid, "/runtime.v1.RuntimeService/ListContainers", &runtimeapi.ListContainersRequest{})
+		} else {
+			send(sid, "/runtime.v1.RuntimeService/StartContainer", &runtimeapi.StartContainerRequest{ContainerId: "x"})
+		}
+	}
+	window, consumed := int64(65535), int64(0)
+	ended := map[uint32]string{}
+	for len(ended) < calls {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d calls ended: %v", len(ended), err)
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			window -= int64(f.Length)
+			if window < 0 {
+				t.Fatalf("received %d bytes beyond the connection window granted", -window)
+			}
+			consumed += int64(f.Length)
+			if window < 512 { // credit late, keeping the window nearly used up
+				fr.WriteWindowUpdate(0, uint32(consumed))
+				window, consumed = window+consumed, 0
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				ended[f.StreamID] = f.PseudoValue("status") + " grpc-status " + headerValue(f, "grpc-status")
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				fr.WritePing(true, f.Data)
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream %d reset: %v", f.StreamID, f.ErrCode)
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v", f.ErrCode)
+		}
+	}
+	for sid, st := range ended {
+		if !strings.HasSuffix(st, "grpc-status 0") {
+			t.Errorf("stream %d ended with %s", sid, st)
+		}
+	}
+}
+
+func headerValue(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.Fields {
+		if hf.Name == name {
+			return hf.Value
+		}
+	}
+	return ""
+}
+
+// Calls the shim answers itself prompt pings from grpc-go clients (BDP
+// estimation) while the backend connection carries nothing: passed on, they
+// would count against the backend's ping policy and end the connection
+// with ENHANCE_YOUR_CALM "too_many_pings".
+func TestRelayPingsStayHere(t *testing.T) {
+	r := newRig(t, false)
+	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
+	for i := 0; i < 50; i++ {
+		if _, err := rt.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: "c"}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if _, err := rt.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.dials.Load(); n != 1 {
+		t.Errorf("the client connected %d times, want once (the backend ended the connection)", n)
+	}
+}
