@@ -238,6 +238,12 @@ type rig struct {
 
 func newRig(t testing.TB, strict bool) *rig {
 	t.Helper()
+	return newRigWith(t, strict)
+}
+
+// newRigWith is newRig with options for the shim's grpc.Server.
+func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
+	t.Helper()
 	r := &rig{
 		backend: &fakeBackend{},
 		tasks:   &fakeTasks{pid: 4242},
@@ -255,7 +261,7 @@ func newRig(t testing.TB, strict bool) *rig {
 
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, strict, logrus.NewEntry(log))
+	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, strict, logrus.NewEntry(log), grpcOpts...)
 	r.server.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
 		r.opened = append(r.opened, kinds)
 		if err := verify(); err != nil {

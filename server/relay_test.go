@@ -50,6 +50,33 @@ func TestRelayOrFallback(t *testing.T) {
 	}
 }
 
+// A connection served by the grpc.Server while the backend could not be
+// dialled is closed gracefully after its age (New: fallbackAge); the
+// client's next connection is relayed again, and no call fails on the way.
+func TestFallbackRecycled(t *testing.T) {
+	r := newRigWith(t, false, fallbackKeepalive(300*time.Millisecond))
+	r.backendDown.Store(true)
+	conn := dialMem(t, r.shimLis)
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	if _, err := rt.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.relays(); n != 0 {
+		t.Fatalf("relayed connections = %d while the backend is down, want 0", n)
+	}
+	r.backendDown.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.relays() == 0 {
+		if _, err := rt.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+			t.Fatalf("Version while the connection is recycled: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client's connection was never relayed again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // The shim's own answers (hooks, health) share the client connection's
 // flow-control window with large backend answers. With windows held at
 // 64 KiB (no BDP growth), many large ListContainers answers and intercepted

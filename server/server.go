@@ -91,6 +91,12 @@ type Server struct {
 	conns   connSet // relay.go, serve.go
 }
 
+// fallbackKeepalive closes connections served by the grpc.Server (GOAWAY)
+// after age, letting calls in flight finish for up to a minute.
+func fallbackKeepalive(age time.Duration) grpc.ServerOption {
+	return grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: time.Minute})
+}
+
 // New builds a Server from opts.
 func New(opts Options) *Server {
 	api := newContainerdAPI(opts.Containerd, opts.ContainerdNamespace)
@@ -99,7 +105,7 @@ func New(opts Options) *Server {
 		// a connection served here because the backend could not be
 		// reached is closed (GOAWAY) after a while, so that the client's
 		// next connection is relayed again
-		grpcOpts = append(grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: fallbackAge, MaxConnectionAgeGrace: time.Minute}))
+		grpcOpts = append(grpcOpts, fallbackKeepalive(fallbackAge))
 	}
 	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
 		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log, grpcOpts...)
