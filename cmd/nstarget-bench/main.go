@@ -37,6 +37,7 @@ type options struct {
 	sandboxSize []int // ListContainers scaling points
 	only        string
 	verbose     bool
+	floor       bool
 }
 
 func main() {
@@ -53,6 +54,7 @@ func main() {
 	flag.StringVar(&o.image, "image", "", "busybox-like image present on the backend (default: the private one's)")
 	flag.StringVar(&o.only, "only", "", "comma-separated measures to run (lifecycle,target,scaling,unary,throughput); default all")
 	flag.BoolVar(&o.verbose, "v", false, "print each slice of the throughput measure")
+	flag.BoolVar(&o.floor, "floor", false, "measure a plain byte splice in front of containerd instead of the shim: the floor of any proxy's cost here (use with -only unary,throughput)")
 	flag.Parse()
 	o.sandboxSize = []int{10, 100, 300}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -89,6 +91,20 @@ func run(ctx context.Context, o options) error {
 		defer s.Close()
 		o.direct, o.shim, o.shimPID, o.image = env.Containerd.Endpoint(), s.Endpoint(), s.PID(), env.BusyboxImage
 		fmt.Printf("containerd %s (private), cri-nstarget pid %d\n", o.direct, o.shimPID)
+	}
+	if o.floor {
+		dir, err := os.MkdirTemp("/tmp", "nsb-floor-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		ep, stop, err := startSplice(dir, o.direct)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.shim, o.shimPID = ep, 0
+		fmt.Println("-floor: the \"shim\" side below is a byte splice (io.Copy), not cri-nstarget")
 	}
 	if o.shim == "" || o.image == "" {
 		return fmt.Errorf("--shim and --image go with --direct")
