@@ -22,6 +22,7 @@ type outcome struct {
 	name    string // the new container's name, for messages
 	rec     oci.Record
 	handles []*namespaces.Handle // open target namespaces, until pinned
+	pid     uint32               // the target's pid the handles were opened through
 	fails   []failure            // fallbacks, in the order they were decided
 }
 
@@ -74,6 +75,15 @@ func (s *Server) createContainer(ctx context.Context, raw []byte, fwd forwardFun
 	if err != nil {
 		return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
 	}
+	// The pid the namespaces were opened through is confirmed with
+	// containerd while the backend creates the container: nothing joins
+	// them before CreateContainer answers, and the answer waits for it.
+	confirmed := make(chan error, 1)
+	if len(o.handles) > 0 {
+		go func() { confirmed <- s.confirmPID(ctx, o.rec.Target, o.pid) }()
+	} else {
+		confirmed <- nil
+	}
 	out, err := fwd(ctx, b)
 	if err != nil {
 		return nil, err
@@ -81,6 +91,13 @@ func (s *Server) createContainer(ctx context.Context, raw []byte, fwd forwardFun
 	resp := new(runtimeapi.CreateContainerResponse)
 	if err := proto.Unmarshal(out, resp); err != nil || resp.GetContainerId() == "" {
 		return nil, fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", o.name, err)
+	}
+	if err := <-confirmed; err != nil {
+		o.unconfirmed(err)
+		if err := s.strictErr(o); err != nil {
+			s.discard(ctx, resp.GetContainerId())
+			return nil, err
+		}
 	}
 	if err := s.finish(ctx, resp.GetContainerId(), o); err != nil {
 		s.discard(ctx, resp.GetContainerId())
@@ -101,6 +118,17 @@ func (s *Server) prepare(ctx context.Context, req *runtimeapi.CreateContainerReq
 	if len(p.kinds) == 0 {
 		return o, nil
 	}
+	// The target's pid is asked for while the target is resolved: target_id
+	// is the full id but for a prefix, which means asking again.
+	type pidAnswer struct {
+		pid uint32
+		err error
+	}
+	early := make(chan pidAnswer, 1)
+	go func() {
+		pid, err := s.tasks.TaskPID(ctx, p.target)
+		early <- pidAnswer{pid, err}
+	}()
 	t, err := s.resolveTarget(ctx, req, p.target)
 	if err != nil {
 		return nil, err
@@ -115,28 +143,49 @@ func (s *Server) prepare(ctx context.Context, req *runtimeapi.CreateContainerReq
 	if st := t.GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return fail(reasonTargetNotRunning, codes.FailedPrecondition, fmt.Sprintf("target is %s, not running", st))
 	}
-	pid, err := s.tasks.TaskPID(ctx, t.GetId())
+	a := <-early
+	if t.GetId() != p.target {
+		a.pid, a.err = s.tasks.TaskPID(ctx, t.GetId())
+	}
+	pid, err := a.pid, a.err
 	if err != nil {
 		return fail(whyNoPID(err), codeOf(err), fmt.Sprintf("find the target's process: %v", err))
 	}
-	hs, err := s.openNS(int(pid), p.kinds, func() error {
-		again, err := s.tasks.TaskPID(ctx, t.GetId())
-		if err != nil {
-			return err
-		}
-		if again != pid {
-			return fmt.Errorf("target's task pid changed from %d to %d", pid, again)
-		}
-		return nil
-	})
+	// No verify here: the pid is confirmed (confirmPID) while the backend
+	// creates the container, still after the namespaces were opened.
+	hs, err := s.openNS(int(pid), p.kinds, nil)
 	if err != nil {
 		return fail(whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
 	}
-	o.handles = hs
+	o.handles, o.pid = hs, pid
 	for _, h := range hs {
 		o.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino}
 	}
 	return o, nil
+}
+
+// confirmPID asks containerd again for the target's pid, after its
+// namespaces were opened through pid (namespaces.Open's last step): the same
+// pid means the process opened was the target's.
+func (s *Server) confirmPID(ctx context.Context, target string, pid uint32) error {
+	again, err := s.tasks.TaskPID(ctx, target)
+	if err != nil {
+		return fmt.Errorf("verify pid %d: %w", pid, err)
+	}
+	if again != pid {
+		return fmt.Errorf("verify pid %d: target's task pid changed from %d to %d", pid, pid, again)
+	}
+	return nil
+}
+
+// unconfirmed turns the opened namespaces into fallbacks: the pid could not
+// be confirmed as the target's.
+func (o *outcome) unconfirmed(err error) {
+	for _, h := range o.handles {
+		o.fallBack(string(h.Kind), "create", whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
+	}
+	o.close()
+	o.handles = nil
 }
 
 // resolveTarget finds the target through the backend's CRI, which also
@@ -162,25 +211,35 @@ func (s *Server) resolveTarget(ctx context.Context, req *runtimeapi.CreateContai
 }
 
 // finish pins the opened namespaces for the new container and records the
-// outcome in its spec. An error means the container must not be kept.
+// outcome in its spec. The pins are made while the spec is pointed at them:
+// their paths follow from the id, and nothing can join them before
+// CreateContainer answers. An error means the container must not be kept.
 func (s *Server) finish(ctx context.Context, id string, o *outcome) error {
+	held := make(chan error, 1)
+	held <- nil
 	if len(o.handles) > 0 {
-		paths, err := s.pins.Hold(id, o.handles)
-		for _, h := range o.handles {
-			kind := string(h.Kind)
-			if err != nil {
-				o.fallBack(kind, "create", reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", err))
-				continue
+		<-held
+		paths, err := s.pins.Paths(id, o.handles)
+		if err != nil {
+			held <- err
+		} else {
+			for _, h := range o.handles {
+				r := o.rec.Namespaces[string(h.Kind)]
+				r.Path = paths[h.Kind]
+				o.rec.Namespaces[string(h.Kind)] = r
 			}
-			r := o.rec.Namespaces[kind]
-			r.Path = paths[h.Kind]
-			o.rec.Namespaces[kind] = r
+			go func() {
+				got, err := s.pins.Hold(id, o.handles)
+				for _, h := range o.handles {
+					if err == nil && got[h.Kind] != paths[h.Kind] {
+						err = fmt.Errorf("pin %s at %q, not at %q", h.Kind, got[h.Kind], paths[h.Kind])
+					}
+				}
+				held <- err
+			}()
 		}
 	}
-	if err := s.strictErr(o); err != nil {
-		return err
-	}
-	err := s.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	editErr := s.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		var opts []oci.Opt
 		for kind, r := range o.rec.Namespaces {
 			if r.Result != oci.Targeted {
@@ -192,18 +251,43 @@ func (s *Server) finish(ctx context.Context, id string, o *outcome) error {
 		}
 		return append(opts, oci.WithRecord(o.rec)), nil
 	})
-	if err != nil {
+	if holdErr := <-held; holdErr != nil {
+		if rerr := s.pins.Release(id); rerr != nil {
+			s.log.WithError(rerr).WithField("container", id).Warn("release pins")
+		}
+		podPaths := map[namespaces.Kind]string{}
+		for _, h := range o.handles {
+			podPaths[h.Kind] = o.rec.Namespaces[string(h.Kind)].PodPath
+			o.fallBack(string(h.Kind), "create", reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", holdErr))
+		}
+		if err := s.strictErr(o); err != nil {
+			return err
+		}
+		if editErr == nil {
+			// the spec points at pins that are not there: back to the
+			// pod's namespaces, with the reason
+			if err := s.unpoint(ctx, id, o, podPaths); err != nil {
+				for _, h := range o.handles {
+					s.targeting(string(h.Kind), "create", resultRefused, whySpecNotUpdated(err))
+				}
+				return coded(codeOf(err), "container %q (%s): pinning the target's namespaces failed (%v), and pointing its spec back at the pod's failed: %w", o.name, id, holdErr, err)
+			}
+			s.report(id, o)
+			return nil
+		}
+	}
+	if editErr != nil {
 		if s.strict {
 			for kind := range o.rec.Namespaces {
-				s.targeting(kind, "create", resultRefused, whySpecNotUpdated(err))
+				s.targeting(kind, "create", resultRefused, whySpecNotUpdated(editErr))
 			}
-			return coded(codeOf(err), "container %q (%s): strict targeting: point its spec at target %q: %w", o.name, id, o.rec.Target, err)
+			return coded(codeOf(editErr), "container %q (%s): strict targeting: point its spec at target %q: %w", o.name, id, o.rec.Target, editErr)
 		}
 		// The backend made the container in the pod's namespaces: that is the
 		// fallback, without the annotation that could not be written.
 		for kind, r := range o.rec.Namespaces {
 			if r.Result == oci.Targeted {
-				o.fallBack(kind, "create", whySpecNotUpdated(err), codeOf(err), fmt.Sprintf("update the container's spec: %v", err))
+				o.fallBack(kind, "create", whySpecNotUpdated(editErr), codeOf(editErr), fmt.Sprintf("update the container's spec: %v", editErr))
 			}
 		}
 		if rerr := s.pins.Release(id); rerr != nil {
@@ -212,6 +296,21 @@ func (s *Server) finish(ctx context.Context, id string, o *outcome) error {
 	}
 	s.report(id, o)
 	return nil
+}
+
+// unpoint points the namespaces the spec was pointed at (now fallbacks in
+// o) back at the pod's, podPaths, and records why.
+func (s *Server) unpoint(ctx context.Context, id string, o *outcome, podPaths map[namespaces.Kind]string) error {
+	return s.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		var opts []oci.Opt
+		for kind, path := range podPaths {
+			if path == "" {
+				return nil, fmt.Errorf("no pod %s namespace recorded to fall back to", kind)
+			}
+			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), path))
+		}
+		return append(opts, oci.WithRecord(o.rec)), nil
+	})
 }
 
 // strictErr is the error strict mode answers the first fallback with.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -317,6 +318,28 @@ func TestCreateVerifiesTaskPID(t *testing.T) {
 	}
 	if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || !strings.Contains(fb.Reason, "pid changed") {
 		t.Errorf("record = %+v, want fallback on a moved pid", fb)
+	}
+}
+
+// Strict: the pid is confirmed while the backend creates the container, so
+// a pid that moved means removing what the backend made, and no pin.
+func TestCreateVerifiesTaskPIDStrict(t *testing.T) {
+	r := newRig(t, true)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	var calls atomic.Int32
+	r.server.tasks = taskFunc(func() (uint32, error) { return uint32(100 + calls.Add(1)), nil })
+	_, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "pid changed") {
+		t.Fatalf("strict create with a moved pid = %v, want FailedPrecondition naming the moved pid", err)
+	}
+	r.backend.mu.Lock()
+	created, removed := len(r.backend.created), append([]string(nil), r.backend.removed...)
+	r.backend.mu.Unlock()
+	if created != 1 || len(removed) != 1 {
+		t.Errorf("backend created %d, removed %v: want the one created removed", created, removed)
+	}
+	if len(r.pins.held) != 0 {
+		t.Errorf("pins held: %v", r.pins.held)
 	}
 }
 

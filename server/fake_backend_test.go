@@ -181,6 +181,14 @@ type fakePins struct {
 	err  error
 }
 
+func (f *fakePins) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
+	paths := map[namespaces.Kind]string{}
+	for _, h := range hs {
+		paths[h.Kind] = "/pins/" + id + "/" + string(h.Kind)
+	}
+	return paths, nil
+}
+
 func (f *fakePins) Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -264,8 +272,10 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, strict, logrus.NewEntry(log), grpcOpts...)
 	r.server.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
 		r.opened = append(r.opened, kinds)
-		if err := verify(); err != nil {
-			return nil, err
+		if verify != nil {
+			if err := verify(); err != nil {
+				return nil, err
+			}
 		}
 		hs := make([]*namespaces.Handle, len(kinds))
 		for i, k := range kinds {

@@ -24,6 +24,19 @@ func (p pinDir) containerDir(id string) (string, bool) {
 	return filepath.Join(p.dir, id), true
 }
 
+// Paths are where Hold pins hs for container id.
+func (p pinDir) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
+	d, ok := p.containerDir(id)
+	if !ok {
+		return nil, fmt.Errorf("pin namespaces of %q: not a container id", id)
+	}
+	paths := make(map[namespaces.Kind]string, len(hs))
+	for _, h := range hs {
+		paths[h.Kind] = filepath.Join(d, string(h.Kind))
+	}
+	return paths, nil
+}
+
 // Hold pins each handle for container id and returns the pin paths. On
 // error, nothing stays pinned for id.
 func (p pinDir) Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {

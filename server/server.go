@@ -65,6 +65,7 @@ type (
 		EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error
 	}
 	pinStore interface {
+		Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
 		Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
 		Path(id string, kind namespaces.Kind) (string, bool)
 		Release(id string) error
