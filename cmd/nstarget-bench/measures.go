@@ -43,6 +43,22 @@ type stats struct {
 	min, med, p99 time.Duration
 }
 
+// shift is the median of the differences b[j] - a[i] over all pairs: how
+// much later b runs than a, robust to outliers and to mixed modes.
+func shift(a, b []time.Duration) time.Duration {
+	diffs := make([]time.Duration, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			diffs = append(diffs, y-x)
+		}
+	}
+	if len(diffs) == 0 {
+		return 0
+	}
+	sort.Slice(diffs, func(i, j int) bool { return diffs[i] < diffs[j] })
+	return diffs[len(diffs)/2]
+}
+
 func summarize(ds []time.Duration) stats {
 	if len(ds) == 0 {
 		return stats{}
@@ -181,7 +197,7 @@ func (b *bench) target(ctx context.Context) error {
 	if _, err := b.shim.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: app}); err != nil {
 		return err
 	}
-	var ds [2][]time.Duration
+	var ds, creates, starts [2][]time.Duration
 	for i := 0; i < 2*b.o.count; i++ {
 		ns := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}
 		if i%2 == 1 {
@@ -192,17 +208,27 @@ func (b *bench) target(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		created := time.Now()
 		if _, err := b.shim.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 			return err
 		}
 		ds[i%2] = append(ds[i%2], time.Since(start))
+		creates[i%2] = append(creates[i%2], created.Sub(start))
+		starts[i%2] = append(starts[i%2], time.Since(created))
 		b.shim.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
 		b.shim.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
 	}
 	plain, tgt := summarize(ds[0]), summarize(ds[1])
-	extra := tgt.med - plain.med
+	// The figure is the median of all differences TARGET - POD (the
+	// Hodges-Lehmann shift): create times here are bimodal (about 6 and
+	// 16 ms), and the difference of two medians jumps with the mix.
+	extra := shift(ds[0], ds[1])
 	b.results = append(b.results, result{measure: "create+start: POD (left) vs TARGET (right), via shim", direct: plain, shim: tgt,
-		figure: fmt.Sprintf("TARGET extra %v", extra.Round(10*time.Microsecond)), target: "<= 2ms p50", ok: extra <= 2*time.Millisecond})
+		figure: fmt.Sprintf("TARGET extra %v (medians: %v)", extra.Round(10*time.Microsecond), (tgt.med - plain.med).Round(10*time.Microsecond)),
+		target: "<= 2ms p50", ok: extra <= 2*time.Millisecond})
+	medExtra := func(d [2][]time.Duration) time.Duration { return shift(d[0], d[1]).Round(10 * time.Microsecond) }
+	b.results = append(b.results, result{measure: "  TARGET: CreateContainer (left), StartContainer", direct: summarize(creates[1]), shim: summarize(starts[1]),
+		figure: fmt.Sprintf("extra %v / %v", medExtra(creates), medExtra(starts)), target: "(split of the above)"})
 	return nil
 }
 
@@ -363,7 +389,7 @@ func (b *bench) print() {
 		if !r.ok {
 			mark = "MISSED"
 		}
-		if r.target == "(scaling)" {
+		if strings.HasPrefix(r.target, "(") {
 			mark = ""
 		}
 		fmt.Printf("%-52s %-30s %-30s %-36s %-26s %s\n", r.measure, r.direct, r.shim, r.figure, r.target, mark)
