@@ -41,6 +41,10 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "splice" {
+		spliceMain(os.Args[2:])
+		return
+	}
 	var o options
 	flag.IntVar(&o.count, "count", 20, "rounds per side for pod lifecycles and TARGET create+start")
 	flag.IntVar(&o.calls, "calls", 2000, "calls per side for unary latency")
@@ -56,6 +60,10 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "print each slice of the throughput measure")
 	flag.BoolVar(&o.floor, "floor", false, "measure a plain byte splice in front of containerd instead of the shim: the floor of any proxy's cost here (use with -only unary,throughput)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "nstarget-bench: unexpected arguments", flag.Args())
+		os.Exit(2)
+	}
 	o.sandboxSize = []int{10, 100, 300}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -98,13 +106,13 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		ep, stop, err := startSplice(dir, o.direct)
+		ep, pid, stop, err := startSpliceProcess(dir, o.direct)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		o.shim, o.shimPID = ep, 0
-		fmt.Println("-floor: the \"shim\" side below is a byte splice (io.Copy), not cri-nstarget")
+		o.shim, o.shimPID = ep, pid
+		fmt.Printf("-floor: the \"shim\" side below is a byte splice (io.Copy, pid %d), not cri-nstarget\n", pid)
 	}
 	if o.shim == "" || o.image == "" {
 		return fmt.Errorf("--shim and --image go with --direct")
@@ -136,3 +144,5 @@ type side struct {
 func newSide(name string, c *grpc.ClientConn) side {
 	return side{name: name, rt: runtimeapi.NewRuntimeServiceClient(c)}
 }
+
+func signalNotify(c chan os.Signal) { signal.Notify(c, syscall.SIGINT, syscall.SIGTERM) }
