@@ -37,6 +37,8 @@ type fakeBackend struct {
 	lastMD     metadata.MD
 	lastDL     time.Time
 	nextID     int
+	startGate  chan struct{} // when set, StartContainer waits for it to close...
+	startIn    chan struct{} // ...after telling this one it is in
 }
 
 func (b *fakeBackend) record(ctx context.Context) {
@@ -83,6 +85,13 @@ func (b *fakeBackend) CreateContainer(ctx context.Context, req *runtimeapi.Creat
 }
 
 func (b *fakeBackend) StartContainer(_ context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	b.mu.Lock()
+	gate, in := b.startGate, b.startIn
+	b.mu.Unlock()
+	if gate != nil {
+		in <- struct{}{}
+		<-gate
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.started = append(b.started, req.GetContainerId())
@@ -236,6 +245,7 @@ type rig struct {
 	shimLis     *bufconn.Listener
 	dials       atomic.Int32 // backend connections the relay opened
 	backendDown atomic.Bool  // the relay's dial fails
+	nextDial    atomic.Pointer[func() (net.Conn, error)] // once: the relay's next backend connection
 	server      *Server
 	tasks       *fakeTasks
 	specs       *fakeSpecs
@@ -288,6 +298,9 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 		r.dials.Add(1)
 		if r.backendDown.Load() {
 			return nil, errors.New("backend down")
+		}
+		if d := r.nextDial.Swap(nil); d != nil {
+			return (*d)()
 		}
 		return backendLis.DialContext(ctx)
 	}

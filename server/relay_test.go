@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"io"
 	"fmt"
 	"net"
 	"strings"
@@ -297,5 +298,77 @@ func TestRelayPingsStayHere(t *testing.T) {
 	}
 	if n := r.dials.Load(); n != 1 {
 		t.Errorf("the client connected %d times, want once (the backend ended the connection)", n)
+	}
+}
+
+// A backend GOAWAY speaks for the backend's streams only. A call the shim is
+// answering itself (its stream never reached the backend connection) must
+// still be answered there, not be taken by the client as unprocessed and
+// retried elsewhere, which would run the hook twice (a second
+// CreateContainer). The backend connection here is a raw HTTP/2 server that
+// sends GOAWAY with last stream id 0 while the hook is in the backend.
+func TestRelayBackendGoAwayKeepsOwnStreams(t *testing.T) {
+	r := newRig(t, false)
+	gate, in := make(chan struct{}), make(chan struct{}, 1)
+	r.backend.mu.Lock()
+	r.backend.startGate, r.backend.startIn = gate, in
+	r.backend.mu.Unlock()
+
+	shimSide, fake := net.Pipe()
+	defer fake.Close()
+	goAway := make(chan struct{})
+	go func() { // the raw backend
+		fr := http2.NewFramer(fake, fake)
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(fake, preface); err != nil {
+			return
+		}
+		var mu sync.Mutex
+		write := func(f func() error) { mu.Lock(); f(); mu.Unlock() }
+		write(func() error { return fr.WriteSettings() })
+		go func() {
+			<-goAway
+			write(func() error { return fr.WriteGoAway(0, http2.ErrCodeNo, nil) })
+		}()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
+				write(func() error { return fr.WriteSettingsAck() })
+			}
+		}
+	}()
+	dial := func() (net.Conn, error) { return shimSide, nil }
+	r.nextDial.Store(&dial)
+
+	conn := dialMem(t, r.shimLis)
+	done := make(chan error, 1)
+	go func() {
+		_, err := runtimeapi.NewRuntimeServiceClient(conn).StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: "c1"})
+		done <- err
+	}()
+	select {
+	case <-in:
+	case <-time.After(10 * time.Second):
+		t.Fatal("StartContainer never reached the backend")
+	}
+	close(goAway)
+	time.Sleep(100 * time.Millisecond) // the GOAWAY reaches the client
+	close(gate)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("StartContainer = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("StartContainer never answered")
+	}
+	r.backend.mu.Lock()
+	started := append([]string(nil), r.backend.started...)
+	r.backend.mu.Unlock()
+	if len(started) != 1 {
+		t.Errorf("backend started %v, want c1 once", started)
 	}
 }
