@@ -114,18 +114,30 @@ func (r *Recorder) Targeting(namespace, stage, result, reason string) {
 // WatchPins adds cri_nstarget_pins, the namespaces pinned on disk by kind,
 // read by count at every scrape (so it is right across restarts).
 func (r *Recorder) WatchPins(count func() (map[string]int, error)) {
-	r.reg.MustRegister(&pinCollector{count: count, desc: prometheus.NewDesc(namespace+"_pins",
+	r.reg.MustRegister(&countCollector{count: count, desc: prometheus.NewDesc(namespace+"_pins",
 		"Namespaces pinned under the state dir for targeting containers, by namespace kind.", []string{"namespace"}, nil)})
 }
 
-type pinCollector struct {
+// WatchConnections adds cri_nstarget_client_connections, the client
+// connections open on the CRI socket by how they are served: "relayed" (to a
+// backend connection of their own) or "grpc" (by the shim's gRPC server,
+// because the backend could not be reached when they were opened).
+func (r *Recorder) WatchConnections(count func() map[string]int) {
+	r.reg.MustRegister(&countCollector{count: func() (map[string]int, error) { return count(), nil },
+		desc: prometheus.NewDesc(namespace+"_client_connections",
+			"Client connections open on the CRI socket, by how they are served: relayed, or grpc (the backend was unreachable when they opened).",
+			[]string{"path"}, nil)})
+}
+
+// countCollector reports a gauge per label value, read at every scrape.
+type countCollector struct {
 	count func() (map[string]int, error)
 	desc  *prometheus.Desc
 }
 
-func (c *pinCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *countCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *pinCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *countCollector) Collect(ch chan<- prometheus.Metric) {
 	n, err := c.count()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)

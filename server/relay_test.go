@@ -46,8 +46,14 @@ func TestRelayOrFallback(t *testing.T) {
 	if err != nil || v.GetRuntimeName() != "fake" {
 		t.Fatalf("Version on a fallback connection = %v, %v", v, err)
 	}
-	if n := r.relays(); n != 1 {
-		t.Errorf("relayed connections = %d, want still 1 (the new one is the grpc.Server's)", n)
+	if got := r.server.ConnCounts(); got["relayed"] != 1 || got["grpc"] != 1 {
+		t.Errorf("ConnCounts = %v, want 1 relayed, 1 grpc", got)
+	}
+	conn.Close()
+	for deadline := time.Now().Add(5 * time.Second); r.server.ConnCounts()["grpc"] != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ConnCounts after the fallback connection closed = %v", r.server.ConnCounts())
+		}
 	}
 }
 

@@ -22,8 +22,18 @@ type connSet struct {
 	lis      net.Listener
 	fallback *connListener
 	relays   map[*relayConn]bool
+	grpcs    int // client connections the grpc.Server serves from this listener
 	stopping bool
 	wg       sync.WaitGroup
+}
+
+// ConnCounts is the client connections open now, by how they are served:
+// "relayed" and "grpc" (metrics).
+func (s *Server) ConnCounts() map[string]int {
+	cs := &s.conns
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return map[string]int{"relayed": len(cs.relays), "grpc": cs.grpcs}
 }
 
 // Serve serves CRI on lis until Shutdown: each client connection relayed to
@@ -75,7 +85,14 @@ func (s *Server) serveConn(conn net.Conn) {
 	cancel()
 	if err != nil {
 		s.log.WithError(err).Debug("backend unreachable: this client connection is served by the shim's grpc server")
-		cs.fallback.put(conn)
+		cs.mu.Lock()
+		cs.grpcs++
+		cs.mu.Unlock()
+		cs.fallback.put(&countedConn{Conn: conn, closed: func() {
+			cs.mu.Lock()
+			cs.grpcs--
+			cs.mu.Unlock()
+		}})
 		return
 	}
 	rc := newRelayConn(s, conn, b)
@@ -129,6 +146,18 @@ func (s *Server) Shutdown(ctx context.Context) {
 		cs.wg.Wait()
 	}
 	<-done
+}
+
+// countedConn calls closed once, on its first Close.
+type countedConn struct {
+	net.Conn
+	once   sync.Once
+	closed func()
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(c.closed)
+	return c.Conn.Close()
 }
 
 // connListener hands connections accepted elsewhere to a grpc.Server.
