@@ -243,8 +243,9 @@ type rig struct {
 	shim        *grpc.ClientConn // through the shim: relayed (Serve with a dialer)
 	shimGRPC    *grpc.ClientConn // through the shim's grpc.Server (the fallback path)
 	shimLis     *bufconn.Listener
-	dials       atomic.Int32 // backend connections the relay opened
-	backendDown atomic.Bool  // the relay's dial fails
+	backendLis  *bufconn.Listener
+	dials       atomic.Int32                             // backend connections the relay opened
+	backendDown atomic.Bool                              // the relay's dial fails
 	nextDial    atomic.Pointer[func() (net.Conn, error)] // once: the relay's next backend connection
 	server      *Server
 	tasks       *fakeTasks
@@ -273,6 +274,7 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 	runtimeapi.RegisterRuntimeServiceServer(bs, r.backend)
 	runtimeapi.RegisterImageServiceServer(bs, r.backend)
 	backendLis := bufconn.Listen(1 << 20)
+	r.backendLis = backendLis
 	go bs.Serve(backendLis)
 	t.Cleanup(bs.Stop)
 	r.direct = dialMem(t, backendLis)

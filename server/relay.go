@@ -72,6 +72,7 @@ type relayConn struct {
 	encBBuf    bytes.Buffer
 	backendTbl chan uint32             // backend's SETTINGS_HEADER_TABLE_SIZE, for encB
 	mine       map[uint32]*localStream // local streams, as clientLoop knows them (no lock)
+	dropped    map[uint32]bool         // streams rejected before the backend saw them (clientLoop)
 	lastID     atomic.Uint32           // highest stream id the client opened
 	draining   atomic.Bool             // GOAWAY sent: no new streams
 	nlocal     atomic.Int32            // local streams not finished
@@ -120,6 +121,7 @@ func newRelayConn(s *Server, client, backend net.Conn) *relayConn {
 		initWin:    initialWindow,
 		local:      map[uint32]*localStream{},
 		mine:       map[uint32]*localStream{},
+		dropped:    map[uint32]bool{},
 		calls:      map[uint32]relayedCall{},
 		drained:    make(chan struct{}),
 	}
@@ -186,7 +188,9 @@ func (c *relayConn) clientLoop() {
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
-				c.resetClientStream(se.StreamID, se.Code)
+				if err := c.rejectStream(se.StreamID, se.Code); err != nil {
+					return
+				}
 				continue
 			}
 			return
@@ -204,6 +208,9 @@ func (c *relayConn) clientLoop() {
 
 func (c *relayConn) fromClientFrame(f http2.Frame) error {
 	sid := f.Header().StreamID
+	if c.dropped[sid] {
+		return c.droppedFrame(f)
+	}
 	switch f := f.(type) {
 	case *http2.MetaHeadersFrame:
 		return c.clientHeaders(f)
@@ -318,8 +325,7 @@ func (c *relayConn) clientHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	if sid > c.lastID.Load() { // a new stream
 		if c.draining.Load() {
-			c.resetClientStream(sid, http2.ErrCodeRefusedStream)
-			return nil
+			return c.rejectStream(sid, http2.ErrCodeRefusedStream)
 		}
 		c.lastID.Store(sid)
 		if h := c.s.localHandler(method); h != nil {
@@ -402,6 +408,64 @@ func (c *relayConn) localData(ls *localStream, f *http2.DataFrame) {
 	if f.StreamEnded() {
 		ls.dispatch()
 	}
+}
+
+// rejectStream ends a stream the client opened or sent a bad header block
+// on: reset towards the client; a new stream never reaches the backend (its
+// later frames are dropped here: the backend would take frames on a stream
+// it never saw as a connection error), a relayed one is reset there too.
+func (c *relayConn) rejectStream(sid uint32, code http2.ErrCode) error {
+	c.resetClientStream(sid, code)
+	if ls := c.mine[sid]; ls != nil {
+		delete(c.mine, sid)
+		c.mu.Lock()
+		ls.reset()
+		c.mu.Unlock()
+		return nil
+	}
+	if sid > c.lastID.Load() {
+		c.lastID.Store(sid)
+		c.dropped[sid] = true
+		return nil
+	}
+	c.callsMu.Lock()
+	call, relayed := c.calls[sid]
+	delete(c.calls, sid)
+	c.callsMu.Unlock()
+	if !relayed {
+		return nil
+	}
+	c.s.observeRelayed(call, codes.Internal)
+	c.checkDrained()
+	return c.toBackend.WriteRSTStream(sid, http2.ErrCodeCancel)
+}
+
+// droppedFrame takes a frame of a stream rejected before the backend saw
+// it: DATA is credited back to the client (it used the connection window),
+// the stream is forgotten when the client ends or resets it.
+func (c *relayConn) droppedFrame(f http2.Frame) error {
+	sid := f.Header().StreamID
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		if n := f.Header().Length; n > 0 {
+			c.mu.Lock()
+			if !c.closed {
+				c.toClient.WriteWindowUpdate(0, n)
+				c.toClientW.Flush()
+			}
+			c.mu.Unlock()
+		}
+		if f.StreamEnded() {
+			delete(c.dropped, sid)
+		}
+	case *http2.MetaHeadersFrame:
+		if f.StreamEnded() {
+			delete(c.dropped, sid)
+		}
+	case *http2.RSTStreamFrame:
+		delete(c.dropped, sid)
+	}
+	return nil
 }
 
 // resetClientStream ends one stream towards the client.

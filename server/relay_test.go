@@ -3,8 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -377,4 +378,144 @@ func TestRelayBackendGoAwayKeepsOwnStreams(t *testing.T) {
 	if len(started) != 1 {
 		t.Errorf("backend started %v, want c1 once", started)
 	}
+}
+
+// Header blocks larger than a frame go as HEADERS and CONTINUATION frames
+// both ways (the relay encodes them again on each side).
+func TestRelayLargeHeaderBlocks(t *testing.T) {
+	r := newRig(t, false)
+	big := strings.Repeat("m", 100<<10)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-big", big)
+	if _, err := runtimeapi.NewRuntimeServiceClient(r.shim).Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	r.backend.mu.Lock()
+	got := r.backend.lastMD.Get("x-big")
+	r.backend.mu.Unlock()
+	if len(got) != 1 || got[0] != big {
+		t.Errorf("the backend got x-big of %d values, want one of %d bytes", len(got), len(big))
+	}
+	// and back: the backend's status message, large, on a relayed call
+	_, err := runtimeapi.NewRuntimeServiceClient(r.shim).ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: strings.Repeat("c", 60<<10)})
+	if st := status.Convert(err); st.Code() != codes.NotFound || len(st.Message()) < 60<<10 || len(st.Details()) != 1 {
+		t.Errorf("ContainerStatus = %v (message %d bytes, %d details), want NotFound with the long message and its detail", st.Code(), len(st.Message()), len(st.Details()))
+	}
+}
+
+// A stream the relay rejects before the backend saw it (here: an invalid
+// header field name) is reset towards the client, and its DATA, already on
+// the way, must not reach the backend: DATA on a stream the backend never
+// saw is a connection error there, which would end every call on it.
+func TestRelayRejectedStreamDataDropped(t *testing.T) {
+	r := newRig(t, false)
+	// tap what the relay writes to the backend (grpc-go's server ignores
+	// DATA on unknown streams; a strict server would not)
+	var tapMu sync.Mutex
+	dataOn := map[uint32]bool{}
+	dial := func() (net.Conn, error) {
+		b, err := r.backendLis.DialContext(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			io.ReadFull(pr, make([]byte, len(http2.ClientPreface)))
+			fr := http2.NewFramer(nil, pr)
+			for {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					io.Copy(io.Discard, pr)
+					return
+				}
+				if f.Header().Type == http2.FrameData {
+					tapMu.Lock()
+					dataOn[f.Header().StreamID] = true
+					tapMu.Unlock()
+				}
+			}
+		}()
+		return &tapConn{Conn: b, tap: pw}, nil
+	}
+	r.nextDial.Store(&dial)
+	defer func() {
+		tapMu.Lock()
+		defer tapMu.Unlock()
+		if dataOn[1] {
+			t.Error("the backend got DATA on stream 1, which it never saw open")
+		}
+		if !dataOn[3] {
+			t.Error("the tap saw no DATA on stream 3: it does not see the backend connection")
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := r.shimLis.DialContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	conn.Write([]byte(http2.ClientPreface))
+	fr.WriteSettings()
+	send := func(sid uint32, extra ...hpack.HeaderField) {
+		hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/runtime.v1.RuntimeService/Version"}, {":authority", "mem"},
+			{"content-type", "application/grpc"}, {"te", "trailers"}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		for _, f := range extra {
+			enc.WriteField(f)
+		}
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: hbuf.Bytes(), EndHeaders: true})
+		fr.WriteData(sid, true, []byte{0, 0, 0, 0, 0}) // an empty VersionRequest
+	}
+	send(1, hpack.HeaderField{Name: "X-Upper", Value: "v"}) // uppercase: not a valid HTTP/2 field name
+	send(3)
+	var reset1 bool
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("connection ended: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			if f.StreamID != 1 {
+				t.Fatalf("stream %d reset: %v", f.StreamID, f.ErrCode)
+			}
+			reset1 = true
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v %q", f.ErrCode, f.DebugData())
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamID == 3 && f.StreamEnded() {
+				if got := headerValue(f, "grpc-status"); got != "0" || !reset1 {
+					t.Fatalf("stream 3 ended with grpc-status %q; stream 1 reset: %v", got, reset1)
+				}
+				return
+			}
+		}
+	}
+}
+
+// tapConn copies what is written to it to tap.
+type tapConn struct {
+	net.Conn
+	tap *io.PipeWriter
+}
+
+func (c *tapConn) Write(b []byte) (int, error) {
+	c.tap.Write(b)
+	return c.Conn.Write(b)
+}
+
+func (c *tapConn) Close() error {
+	c.tap.Close()
+	return c.Conn.Close()
 }
