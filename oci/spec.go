@@ -73,14 +73,38 @@ func NamespacePath(s *specs.Spec, typ specs.LinuxNamespaceType) (string, bool) {
 	return "", false
 }
 
-// Patch decodes the spec JSON raw, lets edit inspect it and return options,
-// applies them, and returns raw with only "annotations" and
-// "linux.namespaces" replaced. Every other byte of meaning in raw, including
-// fields unknown to this package, is kept.
+// Patch decodes the "annotations" and "linux.namespaces" of the spec JSON
+// raw, lets edit inspect them (the rest of the *specs.Spec it gets is not
+// decoded) and return options, applies them, and returns raw with only those
+// two replaced. Every other byte of meaning in raw, including fields unknown
+// to this package, is kept.
 func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
-	var s specs.Spec
-	if err := json.Unmarshal(raw, &s); err != nil {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if top == nil {
+		return nil, fmt.Errorf("decode spec: not a JSON object")
+	}
+	var s specs.Spec
+	if b, ok := top["annotations"]; ok {
+		if err := json.Unmarshal(b, &s.Annotations); err != nil {
+			return nil, fmt.Errorf("decode spec annotations: %w", err)
+		}
+	}
+	var linux map[string]json.RawMessage
+	if b, ok := top["linux"]; ok {
+		if err := json.Unmarshal(b, &linux); err != nil {
+			return nil, fmt.Errorf("decode spec linux: %w", err)
+		}
+	}
+	if linux != nil { // present and not null
+		s.Linux = &specs.Linux{}
+		if b, ok := linux["namespaces"]; ok {
+			if err := json.Unmarshal(b, &s.Linux.Namespaces); err != nil {
+				return nil, fmt.Errorf("decode spec linux namespaces: %w", err)
+			}
+		}
 	}
 	opts, err := edit(&s)
 	if err != nil {
@@ -89,24 +113,11 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 	if err := Apply(&s, opts...); err != nil {
 		return nil, err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
-	}
-	if top == nil {
-		return nil, fmt.Errorf("decode spec: not a JSON object")
-	}
 	if err := setField(top, "annotations", s.Annotations, len(s.Annotations) > 0); err != nil {
 		return nil, err
 	}
 	if s.Linux != nil {
-		var linux map[string]json.RawMessage
-		if b, ok := top["linux"]; ok {
-			if err := json.Unmarshal(b, &linux); err != nil {
-				return nil, fmt.Errorf("decode spec linux: %w", err)
-			}
-		}
-		if linux == nil { // absent or null
+		if linux == nil {
 			linux = map[string]json.RawMessage{}
 		}
 		if err := setField(linux, "namespaces", s.Linux.Namespaces, len(s.Linux.Namespaces) > 0); err != nil {
