@@ -292,7 +292,10 @@ func (b *bench) unary(ctx context.Context) error {
 // throughput: clients issuing ListContainers and ContainerStatus for the
 // duration, sides alternating in four slices each; the shim's peak RSS.
 func (b *bench) throughput(ctx context.Context) error {
-	fmt.Printf("• %d-client throughput ...\n", b.o.clients)
+	fmt.Printf("• %d-client throughput (with %d containers present) ...\n", b.o.clients, b.o.containers)
+	if err := b.fill(ctx, b.o.containers); err != nil { // a no-op after unary
+		return err
+	}
 	one := b.one
 	var ops, fails [2]int64
 	var firstErr [2]error
@@ -311,8 +314,11 @@ func (b *bench) throughput(ctx context.Context) error {
 			}
 		}
 	}()
-	slice := b.o.duration / 4
-	for round := 0; round < 8; round++ {
+	// Short alternating slices (one second, at least 8 a side), so that the
+	// VM's drifting speed falls on both sides alike.
+	slices := max(8, int(b.o.duration/time.Second))
+	slice := b.o.duration / time.Duration(slices)
+	for round := 0; round < 2*slices; round++ {
 		c := []side{b.direct, b.shim}[round%2]
 		var n, failed atomic.Int64
 		var errOnce sync.Once
