@@ -71,9 +71,10 @@ type relayConn struct {
 	encB       *hpack.Encoder
 	encBBuf    bytes.Buffer
 	backendTbl chan uint32             // backend's SETTINGS_HEADER_TABLE_SIZE, for encB
-	mine       map[uint32]*localStream // local streams, as clientLoop knows them (no lock)
+	local      map[uint32]*localStream // the shim's own streams, until forgotten (forgetFinished)
 	dropped    map[uint32]bool         // streams rejected before the backend saw them (clientLoop)
 	lastID     atomic.Uint32           // highest stream id the client opened
+	lastLocal  atomic.Uint32           // highest stream id of the shim's own streams
 	draining   atomic.Bool             // GOAWAY sent: no new streams
 	nlocal     atomic.Int32            // local streams not finished
 
@@ -93,9 +94,8 @@ type relayConn struct {
 	connWin   int64 // the client's connection receive window, as it really is
 	debt      int64 // bytes of the shim's own DATA not yet kept back from the client's credits
 	initWin   int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	local     map[uint32]*localStream
-	pingOut   bool // a client ping passed to the backend, not answered yet
-	pingSafe  bool // backend HEADERS or DATA passed since its last ping answer
+	pingOut   bool  // a client ping passed to the backend, not answered yet
+	pingSafe  bool  // backend HEADERS or DATA passed since its last ping answer
 	closed    bool
 	drained   chan struct{} // closed when draining and no stream is left
 	drainOnce sync.Once
@@ -120,7 +120,6 @@ func newRelayConn(s *Server, client, backend net.Conn) *relayConn {
 		pingSafe:   true,
 		initWin:    initialWindow,
 		local:      map[uint32]*localStream{},
-		mine:       map[uint32]*localStream{},
 		dropped:    map[uint32]bool{},
 		calls:      map[uint32]relayedCall{},
 		drained:    make(chan struct{}),
@@ -215,7 +214,7 @@ func (c *relayConn) fromClientFrame(f http2.Frame) error {
 	case *http2.MetaHeadersFrame:
 		return c.clientHeaders(f)
 	case *http2.DataFrame:
-		if ls := c.mine[sid]; ls != nil {
+		if ls := c.local[sid]; ls != nil {
 			c.localData(ls, f)
 			return nil
 		}
@@ -277,11 +276,7 @@ func (c *relayConn) fromClientFrame(f http2.Frame) error {
 		}
 		return c.toClientW.Flush()
 	case *http2.RSTStreamFrame:
-		if ls := c.mine[sid]; ls != nil {
-			delete(c.mine, sid)
-			c.mu.Lock()
-			ls.reset()
-			c.mu.Unlock()
+		if c.resetLocal(sid) {
 			return nil
 		}
 		c.callsMu.Lock()
@@ -296,7 +291,7 @@ func (c *relayConn) fromClientFrame(f http2.Frame) error {
 	case *http2.GoAwayFrame:
 		return c.toBackend.WriteGoAway(f.LastStreamID, f.ErrCode, f.DebugData())
 	case *http2.PriorityFrame:
-		if c.mine[sid] != nil {
+		if c.local[sid] != nil {
 			return nil
 		}
 		return c.toBackend.WritePriority(sid, f.PriorityParam)
@@ -315,13 +310,8 @@ func (c *relayConn) fromClientFrame(f http2.Frame) error {
 func (c *relayConn) clientHeaders(f *http2.MetaHeadersFrame) error {
 	sid := f.StreamID
 	method := f.PseudoValue("path")
-	if ls := c.mine[sid]; ls != nil { // trailers of a local stream: requests have none
-		delete(c.mine, sid)
-		c.mu.Lock()
-		ls.reset()
-		c.mu.Unlock()
-		c.resetClientStream(sid, http2.ErrCodeProtocol)
-		return nil
+	if c.local[sid] != nil { // trailers of a local stream: requests have none
+		return c.rejectStream(sid, http2.ErrCodeProtocol)
 	}
 	if sid > c.lastID.Load() { // a new stream
 		if c.draining.Load() {
@@ -332,9 +322,9 @@ func (c *relayConn) clientHeaders(f *http2.MetaHeadersFrame) error {
 			c.forgetFinished()
 			c.mu.Lock()
 			ls := newLocalStream(c, sid, method, f.Fields, h)
-			c.local[sid] = ls
 			c.mu.Unlock()
-			c.mine[sid] = ls
+			c.local[sid] = ls
+			c.lastLocal.Store(sid)
 			c.nlocal.Add(1)
 			if f.StreamEnded() {
 				ls.dispatch()
@@ -359,11 +349,24 @@ func (c *relayConn) clientHeaders(f *http2.MetaHeadersFrame) error {
 	return writeHeaderBlock(c.toBackend, sid, c.encBBuf.Bytes(), f.StreamEnded())
 }
 
-// forgetFinished drops finished local streams from mine.
+// resetLocal ends the shim's own stream sid, if it is one.
+func (c *relayConn) resetLocal(sid uint32) bool {
+	ls := c.local[sid]
+	if ls == nil {
+		return false
+	}
+	delete(c.local, sid)
+	c.mu.Lock()
+	ls.reset()
+	c.mu.Unlock()
+	return true
+}
+
+// forgetFinished drops finished local streams from local.
 func (c *relayConn) forgetFinished() {
-	for sid, ls := range c.mine {
+	for sid, ls := range c.local {
 		if ls.finished.Load() {
-			delete(c.mine, sid)
+			delete(c.local, sid)
 		}
 	}
 }
@@ -416,11 +419,7 @@ func (c *relayConn) localData(ls *localStream, f *http2.DataFrame) {
 // it never saw as a connection error), a relayed one is reset there too.
 func (c *relayConn) rejectStream(sid uint32, code http2.ErrCode) error {
 	c.resetClientStream(sid, code)
-	if ls := c.mine[sid]; ls != nil {
-		delete(c.mine, sid)
-		c.mu.Lock()
-		ls.reset()
-		c.mu.Unlock()
+	if c.resetLocal(sid) {
 		return nil
 	}
 	if sid > c.lastID.Load() {
@@ -589,10 +588,7 @@ func (c *relayConn) forwardDataLocked(f *http2.DataFrame) error {
 // CreateContainer), and relayed streams above the backend's id are refused
 // to the client now (REFUSED_STREAM: not processed, safe to retry).
 func (c *relayConn) backendGoAwayLocked(f *http2.GoAwayFrame) error {
-	last := f.LastStreamID
-	for sid := range c.local {
-		last = max(last, sid)
-	}
+	last := max(f.LastStreamID, c.lastLocal.Load())
 	var refused []uint32
 	c.callsMu.Lock()
 	for sid, call := range c.calls {

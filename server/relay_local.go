@@ -158,9 +158,6 @@ func (ls *localStream) run() {
 	c := ls.c
 	c.mu.Lock()
 	ls.finishLocked(err)
-	if c.local[ls.sid] == ls {
-		delete(c.local, ls.sid)
-	}
 	c.mu.Unlock()
 	ls.end()
 }
@@ -178,7 +175,6 @@ func (ls *localStream) end() {
 func (ls *localStream) reset() {
 	ls.done = true
 	ls.cancel()
-	delete(ls.c.local, ls.sid)
 	ls.started.Do(ls.end)
 }
 
