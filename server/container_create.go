@@ -216,28 +216,17 @@ func (s *Server) resolveTarget(ctx context.Context, req *runtimeapi.CreateContai
 // CreateContainer answers. An error means the container must not be kept.
 func (s *Server) finish(ctx context.Context, id string, o *outcome) error {
 	held := make(chan error, 1)
-	held <- nil
-	if len(o.handles) > 0 {
-		<-held
-		paths, err := s.pins.Paths(id, o.handles)
-		if err != nil {
-			held <- err
-		} else {
-			for _, h := range o.handles {
-				r := o.rec.Namespaces[string(h.Kind)]
-				r.Path = paths[h.Kind]
-				o.rec.Namespaces[string(h.Kind)] = r
-			}
-			go func() {
-				got, err := s.pins.Hold(id, o.handles)
-				for _, h := range o.handles {
-					if err == nil && got[h.Kind] != paths[h.Kind] {
-						err = fmt.Errorf("pin %s at %q, not at %q", h.Kind, got[h.Kind], paths[h.Kind])
-					}
-				}
-				held <- err
-			}()
+	if len(o.handles) == 0 {
+		held <- nil
+	} else if paths, err := s.pins.Paths(id, o.handles); err != nil {
+		held <- err
+	} else {
+		for _, h := range o.handles {
+			r := o.rec.Namespaces[string(h.Kind)]
+			r.Path = paths[h.Kind]
+			o.rec.Namespaces[string(h.Kind)] = r
 		}
+		go func() { held <- s.pins.Hold(id, o.handles) }()
 	}
 	editErr := s.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		var opts []oci.Opt

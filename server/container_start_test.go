@@ -125,7 +125,7 @@ func TestPinDirRefusesPaths(t *testing.T) {
 		if err := p.Release(id); err != nil {
 			t.Errorf("Release(%q): %v", id, err)
 		}
-		if _, err := p.Hold(id, nil); err == nil {
+		if err := p.Hold(id, nil); err == nil {
 			t.Errorf("Hold(%q) accepted", id)
 		}
 	}

@@ -198,18 +198,15 @@ func (f *fakePins) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kin
 	return paths, nil
 }
 
-func (f *fakePins) Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
+func (f *fakePins) Hold(id string, hs []*namespaces.Handle) error {
+	paths, _ := f.Paths(id, hs)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return nil, f.err
-	}
-	paths := map[namespaces.Kind]string{}
-	for _, h := range hs {
-		paths[h.Kind] = "/pins/" + id + "/" + string(h.Kind)
+		return f.err
 	}
 	f.held[id] = paths
-	return paths, nil
+	return nil
 }
 
 func (f *fakePins) Path(id string, kind namespaces.Kind) (string, bool) {

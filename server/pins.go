@@ -37,22 +37,19 @@ func (p pinDir) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]s
 	return paths, nil
 }
 
-// Hold pins each handle for container id and returns the pin paths. On
-// error, nothing stays pinned for id.
-func (p pinDir) Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
-	d, ok := p.containerDir(id)
-	if !ok {
-		return nil, fmt.Errorf("pin namespaces of %q: not a container id", id)
+// Hold pins each handle for container id, at its path in Paths. On error,
+// nothing stays pinned for id.
+func (p pinDir) Hold(id string, hs []*namespaces.Handle) error {
+	paths, err := p.Paths(id, hs)
+	if err != nil {
+		return err
 	}
-	paths := make(map[namespaces.Kind]string, len(hs))
 	for _, h := range hs {
-		path := filepath.Join(d, string(h.Kind))
-		if err := namespaces.Pin(h, path); err != nil {
-			return nil, errors.Join(err, p.Release(id))
+		if err := namespaces.Pin(h, paths[h.Kind]); err != nil {
+			return errors.Join(err, p.Release(id))
 		}
-		paths[h.Kind] = path
 	}
-	return paths, nil
+	return nil
 }
 
 // Path returns the pin of kind for container id, if there is one.

@@ -66,7 +66,7 @@ type (
 	}
 	pinStore interface {
 		Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
-		Hold(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
+		Hold(id string, hs []*namespaces.Handle) error
 		Path(id string, kind namespaces.Kind) (string, bool)
 		Release(id string) error
 		IDs() ([]string, error)
