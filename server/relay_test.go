@@ -93,11 +93,7 @@ func TestFallbackRecycled(t *testing.T) {
 // connection must survive (a window overrun is a connection error).
 func TestRelayFlowControl(t *testing.T) {
 	r := newRig(t, false)
-	label := strings.Repeat("x", 200)
-	for i := 0; i < 1500; i++ {
-		r.backend.containers = append(r.backend.containers, &runtimeapi.Container{
-			Id: fmt.Sprintf("c%04d", i), PodSandboxId: "other", Labels: map[string]string{"l": label}})
-	}
+	r.addLargeContainers(1500)
 	conn, err := grpc.NewClient("passthrough:///mem",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return r.shimLis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -196,11 +192,7 @@ func TestParseTimeout(t *testing.T) {
 // must never receive more than it granted, and every call must succeed.
 func TestRelayConnectionWindowStrict(t *testing.T) {
 	r := newRig(t, false)
-	label := strings.Repeat("x", 200)
-	for i := 0; i < 600; i++ {
-		r.backend.containers = append(r.backend.containers, &runtimeapi.Container{
-			Id: fmt.Sprintf("c%04d", i), PodSandboxId: "other", Labels: map[string]string{"l": label}})
-	}
+	r.addLargeContainers(600)
 	c := dialRaw(t, r.shimLis)
 	fr := c.fr
 	const calls = 30
@@ -516,4 +508,14 @@ func (c *rawClient) call(sid uint32, method string, m proto.Message, extra ...hp
 	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: c.hbuf.Bytes(), EndHeaders: true})
 	b, _ := proto.Marshal(m)
 	c.fr.WriteData(sid, true, append([]byte{0, byte(len(b) >> 24), byte(len(b) >> 16), byte(len(b) >> 8), byte(len(b))}, b...))
+}
+
+// addLargeContainers gives the backend n containers of about 230 bytes each
+// in a ListContainers answer.
+func (r *rig) addLargeContainers(n int) {
+	label := strings.Repeat("x", 200)
+	for i := 0; i < n; i++ {
+		r.backend.containers = append(r.backend.containers, &runtimeapi.Container{
+			Id: fmt.Sprintf("c%04d", i), PodSandboxId: "other", Labels: map[string]string{"l": label}})
+	}
 }
