@@ -318,7 +318,7 @@ func (c *relayConn) clientHeaders(f *http2.MetaHeadersFrame) error {
 			return c.rejectStream(sid, http2.ErrCodeRefusedStream)
 		}
 		c.lastID.Store(sid)
-		if h := c.s.localHandler(method); h != nil {
+		if h := c.s.local[method]; h != nil {
 			c.forgetFinished()
 			c.mu.Lock()
 			ls := newLocalStream(c, sid, method, f.Fields, h)

@@ -24,15 +24,9 @@ import (
 // connection.
 type localHandler func(ls *localStream) error
 
-// localHandler is the handler of method when the shim answers it itself:
-// the intercepted CRI methods (hooks) and the health service.
-func (s *Server) localHandler(method string) localHandler {
-	if h, ok := s.local[method]; ok {
-		return h
-	}
-	return nil
-}
-
+// localHandlers are the methods the shim answers itself on a relayed
+// connection (Server.local): the intercepted CRI methods (hooks) and the
+// health service.
 func (s *Server) localHandlers() map[string]localHandler {
 	m := map[string]localHandler{
 		"/grpc.health.v1.Health/Check": s.healthCheck,
