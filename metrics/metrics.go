@@ -118,17 +118,6 @@ func (r *Recorder) WatchPins(count func() (map[string]int, error)) {
 		"Namespaces pinned under the state dir for targeting containers, by namespace kind.", []string{"namespace"}, nil)})
 }
 
-// WatchConnections adds cri_nstarget_client_connections, the client
-// connections open on the CRI socket by how they are served: "relayed" (to a
-// backend connection of their own) or "grpc" (by the shim's gRPC server,
-// because the backend could not be reached when they were opened).
-func (r *Recorder) WatchConnections(count func() map[string]int) {
-	r.reg.MustRegister(&countCollector{count: func() (map[string]int, error) { return count(), nil },
-		desc: prometheus.NewDesc(namespace+"_client_connections",
-			"Client connections open on the CRI socket, by how they are served: relayed, or grpc (the backend was unreachable when they opened).",
-			[]string{"path"}, nil)})
-}
-
 // countCollector reports a gauge per label value, read at every scrape.
 type countCollector struct {
 	count func() (map[string]int, error)

@@ -125,17 +125,6 @@ func TestPins(t *testing.T) {
 	}
 }
 
-func TestConnectionsGauge(t *testing.T) {
-	r := New("test")
-	r.WatchConnections(func() map[string]int { return map[string]int{"relayed": 2, "grpc": 0} })
-	text := scrape(t, r)
-	for _, want := range []string{`cri_nstarget_client_connections{path="relayed"} 2`, `cri_nstarget_client_connections{path="grpc"} 0`} {
-		if !strings.Contains(text, want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
-	}
-}
-
 func TestHealthz(t *testing.T) {
 	for _, tc := range []struct {
 		desc string

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -28,69 +27,6 @@ func createReq(sandbox string, ns *runtimeapi.NamespaceOption) *runtimeapi.Creat
 
 func pidTarget(id string) *runtimeapi.NamespaceOption {
 	return &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: id}
-}
-
-func TestPlanFor(t *testing.T) {
-	for _, tc := range []struct {
-		desc  string
-		ns    *runtimeapi.NamespaceOption
-		code  codes.Code // OK: no error
-		kinds []namespaces.Kind
-		plan  bool
-	}{
-		{desc: "no namespace options"},
-		{desc: "all POD", ns: &runtimeapi.NamespaceOption{}},
-		{desc: "pid CONTAINER, ipc NODE", ns: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_NODE}},
-		{desc: "pid TARGET", ns: pidTarget("abc123"), plan: true, kinds: []namespaces.Kind{namespaces.PID}},
-		{desc: "pid and ipc TARGET", ns: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "a.b_c-d"},
-			plan: true, kinds: []namespaces.Kind{namespaces.PID, namespaces.IPC}},
-		{desc: "ipc TARGET", ns: &runtimeapi.NamespaceOption{Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "abc"}, plan: true, kinds: []namespaces.Kind{namespaces.IPC}},
-		{desc: "unknown pid mode", ns: &runtimeapi.NamespaceOption{Pid: 7}, plan: true},
-		{desc: "TARGET without target_id", ns: pidTarget(""), code: codes.InvalidArgument},
-		{desc: "network TARGET", ns: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_TARGET, TargetId: "abc"}, code: codes.InvalidArgument},
-		{desc: "slash", ns: pidTarget("abc/def"), code: codes.InvalidArgument},
-		{desc: "absolute path", ns: pidTarget("/proc/1/ns/pid"), code: codes.InvalidArgument},
-		{desc: "dot dot", ns: pidTarget(".."), code: codes.InvalidArgument},
-		{desc: "dot dot inside", ns: pidTarget("a..b"), code: codes.InvalidArgument},
-		{desc: "leading dash", ns: pidTarget("-rf"), code: codes.InvalidArgument},
-		{desc: "trailing dot", ns: pidTarget("abc."), code: codes.InvalidArgument},
-		{desc: "NUL", ns: pidTarget("abc\x00def"), code: codes.InvalidArgument},
-		{desc: "non-UTF-8", ns: pidTarget("abc\xff"), code: codes.InvalidArgument},
-		{desc: "non-ASCII letter", ns: pidTarget("abcé"), code: codes.InvalidArgument},
-		{desc: "space", ns: pidTarget("abc def"), code: codes.InvalidArgument},
-		{desc: "absurd length", ns: pidTarget(strings.Repeat("a", 1<<20)), code: codes.InvalidArgument},
-		{desc: "longest allowed", ns: pidTarget(strings.Repeat("a", maxIDLen)), plan: true, kinds: []namespaces.Kind{namespaces.PID}},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			p, err := planFor(createReq("sb", tc.ns))
-			if got := status.Code(toStatus(err)); got != tc.code {
-				t.Fatalf("code = %v (%v), want %v", got, err, tc.code)
-			}
-			if err != nil {
-				if len(err.Error()) > 400 {
-					t.Errorf("message is %d bytes long: an absurd id must not be echoed whole", len(err.Error()))
-				}
-				if !strings.Contains(err.Error(), "debugger") {
-					t.Errorf("message %q does not name the container", err)
-				}
-				return
-			}
-			if (p != nil) != tc.plan {
-				t.Fatalf("plan = %+v, want plan=%v", p, tc.plan)
-			}
-			if p != nil && strings.Join(kindStrings(p.kinds), ",") != strings.Join(kindStrings(tc.kinds), ",") {
-				t.Errorf("kinds = %v, want %v", p.kinds, tc.kinds)
-			}
-		})
-	}
-}
-
-func kindStrings(ks []namespaces.Kind) []string {
-	var out []string
-	for _, k := range ks {
-		out = append(out, string(k))
-	}
-	return out
 }
 
 // addTarget puts a container in the fake backend.
@@ -311,7 +247,7 @@ func TestCreateVerifiesTaskPID(t *testing.T) {
 	r := newRig(t, false)
 	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	calls := 0
-	r.server.tasks = taskFunc(func() (uint32, error) { calls++; return uint32(100 + calls), nil }) // pid moves
+	r.server.target.tasks = taskFunc(func() (uint32, error) { calls++; return uint32(100 + calls), nil }) // pid moves
 	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +263,7 @@ func TestCreateVerifiesTaskPIDStrict(t *testing.T) {
 	r := newRig(t, true)
 	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	var calls atomic.Int32
-	r.server.tasks = taskFunc(func() (uint32, error) { return uint32(100 + calls.Add(1)), nil })
+	r.server.target.tasks = taskFunc(func() (uint32, error) { return uint32(100 + calls.Add(1)), nil })
 	_, err := r.create(t, createReq("sb1", pidTarget("app1")))
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "pid changed") {
 		t.Fatalf("strict create with a moved pid = %v, want FailedPrecondition naming the moved pid", err)

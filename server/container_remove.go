@@ -11,15 +11,15 @@ import (
 
 // removeContainer forwards the request unchanged and, once the backend no
 // longer has the container, releases its pins.
-func (s *Server) removeContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
+func (t *targeter) removeContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
 	out, err := fwd(ctx, raw)
 	if err != nil && status.Code(err) != codes.NotFound {
 		return nil, err
 	}
 	req := new(runtimeapi.RemoveContainerRequest)
 	if proto.Unmarshal(raw, req) == nil {
-		if rerr := s.pins.Release(req.GetContainerId()); rerr != nil {
-			s.log.WithError(rerr).WithField("container", req.GetContainerId()).Warn("release pins; retried when the shim next starts")
+		if rerr := t.pins.Release(req.GetContainerId()); rerr != nil {
+			t.log.WithError(rerr).WithField("container", req.GetContainerId()).Warn("release pins; retried when the shim next starts")
 		}
 	}
 	return out, err

@@ -40,7 +40,7 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 func (s *Server) CheckBackend(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
 	defer cancel()
-	if _, err := s.cri.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+	if _, err := s.target.cri.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
 		return fmt.Errorf("backend CRI Version: %w", err)
 	}
 	return nil

@@ -31,8 +31,8 @@ func (f *flakyCRI) Version(ctx context.Context, in *runtimeapi.VersionRequest, o
 // backend.
 func TestHealthService(t *testing.T) {
 	r := newRig(t, false)
-	cri := &flakyCRI{backendCRI: r.server.cri}
-	r.server.cri = cri
+	cri := &flakyCRI{backendCRI: r.server.target.cri}
+	r.server.target.cri = cri
 	hc := healthpb.NewHealthClient(r.shim)
 	statusOf := func(service string) healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()

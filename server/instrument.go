@@ -1,6 +1,7 @@
 package server
 
 import (
+	"runtime/debug"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -22,11 +23,20 @@ type Metrics interface {
 	Targeting(namespace, stage, result, reason string)
 }
 
-// targeting reports one targeting decision to the metrics, if any.
-func (s *Server) targeting(namespace, stage, result string, why reasonKind) {
-	if s.metrics != nil {
-		s.metrics.Targeting(namespace, stage, result, string(why))
-	}
+// instrument is the boundary every call passes: it turns errors into a gRPC
+// status once, contains panics, and observes the call once.
+func (s *Server) instrument(method string, call func() error) (err error) {
+	start := time.Now()
+	defer func() {
+		// grpc does not recover handler panics: one bad request must not take
+		// down the runtime path of every pod on the node.
+		if r := recover(); r != nil {
+			s.log.WithFields(logrus.Fields{"method": method, "panic": r, "stack": string(debug.Stack())}).Error("handler panicked")
+			err = status.Errorf(codes.Internal, "cri-nstarget: internal error in %s", method)
+		}
+		s.observe(method, start, err)
+	}()
+	return toStatus(call())
 }
 
 // observe logs one finished call: errors of the methods the shim intercepts

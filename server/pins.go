@@ -109,17 +109,16 @@ func (p pinDir) IDs() ([]string, error) {
 	return ids, nil
 }
 
-// PinCounts counts the namespaces pinned on disk, by kind ("pid", "ipc"):
-// what the shim holds, including pins made before a restart.
-func (s *Server) PinCounts() (map[string]int, error) {
-	ids, err := s.pins.IDs()
+// pinCounts counts the namespaces pinned on disk, by kind.
+func (t *targeter) pinCounts() (map[string]int, error) {
+	ids, err := t.pins.IDs()
 	if err != nil {
 		return nil, err
 	}
 	n := map[string]int{string(namespaces.PID): 0, string(namespaces.IPC): 0}
 	for _, id := range ids {
 		for _, kind := range []namespaces.Kind{namespaces.PID, namespaces.IPC} {
-			if _, ok := s.pins.Path(id, kind); ok {
+			if _, ok := t.pins.Path(id, kind); ok {
 				n[string(kind)]++
 			}
 		}

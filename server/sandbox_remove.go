@@ -6,13 +6,13 @@ import (
 
 // removePodSandbox forwards the request unchanged and then releases the pins
 // of containers the backend no longer has (those of the removed pod).
-func (s *Server) removePodSandbox(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
+func (t *targeter) removePodSandbox(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
 	out, err := fwd(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ReleaseStale(ctx); err != nil {
-		s.log.WithError(err).Warn("release pins after RemovePodSandbox; retried when the shim next starts")
+	if err := t.releaseStale(ctx); err != nil {
+		t.log.WithError(err).Warn("release pins after RemovePodSandbox; retried when the shim next starts")
 	}
 	return out, nil
 }

@@ -2,31 +2,45 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
-	"github.com/cri-nstarget/cri-nstarget/oci"
 )
-
-// discardTimeout bounds the clean-up of a container the shim will not keep.
-const discardTimeout = 30 * time.Second
 
 // MaxMsgSize bounds CRI messages in both directions, as kubelet does.
 const MaxMsgSize = 16 << 20
+
+// Bounds on what one user of the CRI socket can make the shim hold. kubelet
+// uses one connection per service with a few dozen calls in flight and a few
+// hundred bytes of metadata per call; grpc-go clients queue calls beyond
+// MaxConcurrentStreams rather than fail them.
+const (
+	// MaxConcurrentStreams is the most calls in flight on one connection.
+	MaxConcurrentStreams = 256
+	// MaxHeaderListSize bounds the (uncompressed) metadata of one call.
+	MaxHeaderListSize = 64 << 10
+	// PrefaceTimeout bounds how long a new connection may take to send the
+	// HTTP/2 preface and settings.
+	PrefaceTimeout = 5 * time.Second
+)
+
+// enforcement is the keepalive policy for clients' pings. kubelet's CRI
+// client (k8s.io/cri-client) sets no keepalive: its only pings are grpc's
+// BDP pings, which follow data the shim sent and never count as strikes. The
+// policy still lets any grpc-go client's keepalive through (grpc-go never
+// pings more often than every 10 s, with or without calls in flight), and
+// bounds a ping flood from anything else: too many pings closes that
+// connection (GOAWAY ENHANCE_YOUR_CALM).
+var enforcement = keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}
 
 // Options wires a Server to its backends.
 type Options struct {
@@ -43,84 +57,38 @@ type Options struct {
 	Log    *logrus.Entry
 	// Metrics receives per-call and targeting measurements; nil: none.
 	Metrics Metrics
-	// Dial opens a connection of the shim's own to the backend's CRI socket
-	// for each client connection, which is then relayed frame by frame
-	// (relay.go). Nil, or when it fails, the client connection is served by
-	// the shim's grpc.Server, forwarding through Backend.
-	Dial func(ctx context.Context) (net.Conn, error)
 }
 
-// Interfaces the handlers need, small so unit tests can fake them.
-type (
-	// backendCRI is the typed part of the backend's CRI the shim calls itself.
-	backendCRI interface {
-		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
-		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
-		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
-	}
-	taskLookup interface {
-		TaskPID(ctx context.Context, id string) (uint32, error)
-	}
-	specEditor interface {
-		EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error
-	}
-	pinStore interface {
-		Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
-		Hold(id string, hs []*namespaces.Handle) error
-		Path(id string, kind namespaces.Kind) (string, bool)
-		Release(id string) error
-		IDs() ([]string, error)
-	}
-)
-
-// Server is the CRI proxy.
+// Server is the CRI proxy: one grpc.Server whose every CRI method forwards
+// raw frames to the backend (passthrough.go), the intercepted ones through
+// the targeting hooks of target (target.go). It holds no lock of its own:
+// the state it shares between calls is grpc's, the health server's, the
+// pins on disk and containerd's.
 type Server struct {
 	proxy   proxy
-	hooks   map[string]hook
-	cri     backendCRI
-	tasks   taskLookup
-	specs   specEditor
-	pins    pinStore
-	openNS  func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error)
-	hasInit func(path string) (bool, error)
-	strict  bool
+	hooks   map[string]hook // intercepted method -> its handler; read-only after New
+	target  *targeter
 	log     *logrus.Entry
 	grpc    *grpc.Server
 	metrics Metrics        // nil: none
 	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
-	local   map[string]localHandler
-	conns   connSet // relay.go, serve.go
-}
-
-// fallbackKeepalive closes connections served by the grpc.Server (GOAWAY)
-// after age, letting calls in flight finish for up to a minute.
-func fallbackKeepalive(age time.Duration) grpc.ServerOption {
-	return grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: time.Minute})
 }
 
 // New builds a Server from opts.
 func New(opts Options) *Server {
 	api := newContainerdAPI(opts.Containerd, opts.ContainerdNamespace)
-	var grpcOpts []grpc.ServerOption
-	if opts.Dial != nil {
-		// a connection served here because the backend could not be
-		// reached is closed (GOAWAY) after a while, so that the client's
-		// next connection is relayed again
-		grpcOpts = append(grpcOpts, fallbackKeepalive(fallbackAge))
-	}
 	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
-		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log, grpcOpts...)
-	s.metrics = opts.Metrics
-	s.conns.dial = opts.Dial
+		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log, opts.Metrics)
 	return s
 }
 
-func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, strict bool, log *logrus.Entry, grpcOpts ...grpc.ServerOption) *Server {
+// newServer builds a Server on the given dependencies; grpcOpts come after
+// the shim's own server options (tests use them to observe connections).
+func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, strict bool, log *logrus.Entry, m Metrics, grpcOpts ...grpc.ServerOption) *Server {
 	if log == nil {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
-	s := &Server{
-		proxy:   proxy{backend: backend, codec: newRawCodec()},
+	t := &targeter{
 		cri:     cri,
 		tasks:   tasks,
 		specs:   specs,
@@ -129,26 +97,35 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		hasInit: namespaces.HasInit,
 		strict:  strict,
 		log:     log,
+		metrics: m,
 	}
-	s.hooks = map[string]hook{
-		"/runtime.v1.RuntimeService/CreateContainer":  s.createContainer,
-		"/runtime.v1.RuntimeService/StartContainer":   s.startContainer,
-		"/runtime.v1.RuntimeService/RemoveContainer":  s.removeContainer,
-		"/runtime.v1.RuntimeService/RemovePodSandbox": s.removePodSandbox,
+	s := &Server{
+		proxy:   proxy{backend: backend, codec: newRawCodec()},
+		target:  t,
+		log:     log,
+		metrics: m,
+		hooks: map[string]hook{
+			"/runtime.v1.RuntimeService/CreateContainer":  t.createContainer,
+			"/runtime.v1.RuntimeService/StartContainer":   t.startContainer,
+			"/runtime.v1.RuntimeService/RemoveContainer":  t.removeContainer,
+			"/runtime.v1.RuntimeService/RemovePodSandbox": t.removePodSandbox,
+		},
 	}
 	s.grpc = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.UnknownServiceHandler(s.handleUnknown),
 		grpc.ForceServerCodecV2(s.proxy.codec),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
-		grpc.SharedWriteBuffer(true),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(MaxHeaderListSize),
+		grpc.ConnectionTimeout(PrefaceTimeout),
+		grpc.KeepaliveEnforcementPolicy(enforcement),
 		// reuse handler goroutines instead of starting (and growing the
-		// stack of) one per call: about 15 us a call here
+		// stack of) one per call
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}, grpcOpts...)...)
 	s.registerCRI()
 	s.registerHealth()
-	s.local = s.localHandlers()
 	return s
 }
 
@@ -185,7 +162,7 @@ func (s *Server) unaryHandler(method string) func(any, context.Context, func(any
 				return err
 			}
 			var err error
-			out, err = s.proxy.unary(ctx, method, in, h, grpcSink{ctx})
+			out, err = s.proxy.unary(ctx, method, in, h)
 			return err
 		})
 		if err != nil {
@@ -201,46 +178,31 @@ func (s *Server) handleUnknown(_ any, ss grpc.ServerStream) error {
 	return s.instrument(method, func() error { return s.proxy.stream(ss, method) })
 }
 
-// instrument is the boundary every call passes: it turns errors into a gRPC
-// status once, contains panics, and observes the call once.
-func (s *Server) instrument(method string, call func() error) (err error) {
-	start := time.Now()
-	defer func() {
-		// grpc does not recover handler panics: one bad request must not take
-		// down the runtime path of every pod on the node.
-		if r := recover(); r != nil {
-			s.log.WithFields(logrus.Fields{"method": method, "panic": r, "stack": string(debug.Stack())}).Error("handler panicked")
-			err = status.Errorf(codes.Internal, "cri-nstarget: internal error in %s", method)
-		}
-		s.observe(method, start, err)
+// Serve serves CRI on lis until Shutdown.
+func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
+
+// Shutdown stops accepting connections and calls, lets the calls in flight
+// finish until ctx is done, then closes every connection, which cancels the
+// calls left (and their backend calls). It returns by ctx's deadline even
+// when a client has stopped reading: it does not wait for handlers that
+// closing the connections has cancelled.
+func (s *Server) Shutdown(ctx context.Context) {
+	drained := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(drained)
 	}()
-	return toStatus(call())
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		s.log.Warn("shutdown: calls still in flight at the deadline; closing their connections")
+		s.grpc.Stop()
+	}
 }
 
 // ReleaseStale releases the pins of containers the backend no longer has.
-// The pin list is read before the backend's container list, so a pin made
-// for a container created meanwhile is never taken for stale.
-func (s *Server) ReleaseStale(ctx context.Context) error {
-	ids, err := s.pins.IDs()
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	resp, err := s.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
-	if err != nil {
-		return fmt.Errorf("release stale pins: list backend containers: %w", err)
-	}
-	live := make(map[string]bool, len(resp.GetContainers()))
-	for _, c := range resp.GetContainers() {
-		live[c.GetId()] = true
-	}
-	for _, id := range ids {
-		if live[id] {
-			continue
-		}
-		if err := s.pins.Release(id); err != nil {
-			return err
-		}
-		s.log.WithField("container", id).Info("released pins of a container the backend no longer has")
-	}
-	return nil
-}
+func (s *Server) ReleaseStale(ctx context.Context) error { return s.target.releaseStale(ctx) }
+
+// PinCounts counts the namespaces pinned on disk, by kind ("pid", "ipc"):
+// what the shim holds, including pins made before a restart.
+func (s *Server) PinCounts() (map[string]int, error) { return s.target.pinCounts() }

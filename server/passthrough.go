@@ -16,41 +16,32 @@ type forwardFunc func(ctx context.Context, req []byte) ([]byte, error)
 // once) with the same or rewritten bytes, and do side effects around it.
 type hook func(ctx context.Context, req []byte, fwd forwardFunc) ([]byte, error)
 
-// proxy forwards raw frames to the backend connection.
+// proxy forwards raw frames to the backend connection, grpc-proxy's way:
+// metadata, deadline and cancellation come from the caller's context, and
+// the backend's statuses go back unchanged.
 type proxy struct {
 	backend *grpc.ClientConn
 	codec   rawCodec
 }
 
-// mdSink takes the backend's response metadata for the caller.
-type mdSink interface {
-	SetHeader(metadata.MD) error
-	SetTrailer(metadata.MD)
-}
-
-// grpcSink sends metadata on a grpc server call's context.
-type grpcSink struct{ ctx context.Context }
-
-func (g grpcSink) SetHeader(md metadata.MD) error { return grpc.SetHeader(g.ctx, md) }
-func (g grpcSink) SetTrailer(md metadata.MD)      { grpc.SetTrailer(g.ctx, md) }
-
-// unary relays one unary call made on the server context ctx, running h
+// unary forwards one unary call made on the server context ctx, running h
 // around the forward when set; the backend's header and trailer go back to
-// the caller through sink. Without a hook the frames pass through uncopied.
-func (p *proxy) unary(ctx context.Context, method string, in *frame, h hook, sink mdSink) (*frame, error) {
+// the caller. Without a hook the frames pass through uncopied.
+func (p *proxy) unary(ctx context.Context, method string, in *frame, h hook) (*frame, error) {
+	srvCtx := ctx
 	invoke := func(ctx context.Context, req *frame) (*frame, error) {
 		var hdr, trl metadata.MD
 		out := new(frame)
 		err := p.backend.Invoke(ctx, method, req, out,
 			grpc.ForceCodecV2(p.codec), grpc.Header(&hdr), grpc.Trailer(&trl))
 		if len(trl) > 0 {
-			sink.SetTrailer(trl)
+			grpc.SetTrailer(srvCtx, trl)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if len(hdr) > 0 {
-			if err := sink.SetHeader(hdr); err != nil {
+			if err := grpc.SetHeader(srvCtx, hdr); err != nil {
 				return nil, err
 			}
 		}

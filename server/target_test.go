@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -75,7 +74,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "target exited while its namespaces were opened", ns: pidTarget("app1"),
 			setup: func(r *rig) {
-				r.server.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
+				r.server.target.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
 					return nil, namespaces.ErrExited
 				}
 			},
@@ -85,7 +84,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "namespaces cannot be opened", ns: pidTarget("app1"),
 			setup: func(r *rig) {
-				r.server.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
+				r.server.target.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
 					return nil, errors.New("open /proc/4242/ns/pid: permission denied")
 				}
 			},
@@ -120,7 +119,7 @@ func TestTargetingMetrics(t *testing.T) {
 			for _, strict := range []bool{false, true} {
 				r := newRig(t, strict)
 				m := &fakeMetrics{}
-				r.server.metrics = m
+				r.setMetrics(m)
 				r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 				if tc.setup != nil {
 					tc.setup(r)
@@ -152,72 +151,16 @@ func TestTargetingMetricsAtStart(t *testing.T) {
 	} {
 		r := newRig(t, tc.strict)
 		m := &fakeMetrics{}
-		r.server.metrics = m
+		r.setMetrics(m)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.server.hasInit = func(string) (bool, error) { return tc.live, tc.err }
+		r.server.target.hasInit = func(string) (bool, error) { return tc.live, tc.err }
 		r.start(id)
 		if got := m.outcomes(); !slices.Equal(got, tc.want) {
 			t.Errorf("strict=%v live=%v err=%v: targeting = %q, want %q", tc.strict, tc.live, tc.err, got, tc.want)
 		}
-	}
-}
-
-// Every call, passed through or intercepted, is reported once with its
-// method and final code.
-func TestCallMetrics(t *testing.T) {
-	r := newRig(t, false)
-	m := &fakeMetrics{}
-	r.server.metrics = m
-	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
-	rt.Version(context.Background(), &runtimeapi.VersionRequest{})
-	rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "x"})
-	r.create(t, createReq("sb1", pidTarget("ghost")))
-	want := []string{
-		"/runtime.v1.RuntimeService/ContainerStatus NotFound",
-		"/runtime.v1.RuntimeService/CreateContainer NotFound",
-		"/runtime.v1.RuntimeService/Version OK",
-	}
-	// observe runs after the response is sent: wait for it.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		m.mu.Lock()
-		got := slices.Sorted(slices.Values(m.calls))
-		m.mu.Unlock()
-		if slices.Equal(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("calls = %q, want %q", got, want)
-		}
-	}
-}
-
-// Without Options.Metrics nothing is reported, and nothing breaks.
-func TestNoMetrics(t *testing.T) {
-	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestPinCounts(t *testing.T) {
-	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
-	for range 2 {
-		if _, err := r.create(t, createReq("sb1", both)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); err != nil {
-		t.Fatal(err)
-	}
-	n, err := r.server.PinCounts()
-	if err != nil || n["pid"] != 3 || n["ipc"] != 2 {
-		t.Errorf("PinCounts = %v, %v; want pid 3, ipc 2", n, err)
 	}
 }

@@ -1,0 +1,425 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// What the targeting needs from outside, small so unit tests can fake it.
+type (
+	// backendCRI is the typed part of the backend's CRI the shim calls itself.
+	backendCRI interface {
+		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
+	}
+	taskLookup interface {
+		TaskPID(ctx context.Context, id string) (uint32, error)
+	}
+	specEditor interface {
+		EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error
+	}
+	pinStore interface {
+		Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
+		Hold(id string, hs []*namespaces.Handle) error
+		Path(id string, kind namespaces.Kind) (string, bool)
+		Release(id string) error
+		IDs() ([]string, error)
+	}
+)
+
+// discardTimeout bounds the clean-up of a container the shim will not keep.
+const discardTimeout = 30 * time.Second
+
+// targeter is what the shim does besides forwarding: it resolves targets,
+// opens and pins their namespaces, points new containers' specs at the
+// pins, checks them at start and releases them. Its hooks (container_*.go,
+// sandbox_remove.go) see a request as bytes and a function that forwards
+// bytes; nothing here knows how calls arrive. All fields are set by
+// newServer and never change; state lives on disk (pins) and in containerd.
+type targeter struct {
+	cri     backendCRI
+	tasks   taskLookup
+	specs   specEditor
+	pins    pinStore
+	openNS  func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error)
+	hasInit func(path string) (bool, error)
+	strict  bool
+	log     *logrus.Entry
+	metrics Metrics // nil: none
+}
+
+// outcome is what targeting decided for one CreateContainer.
+type outcome struct {
+	name    string // the new container's name, for messages
+	rec     oci.Record
+	handles []*namespaces.Handle // open target namespaces, until pinned
+	pid     uint32               // the target's pid the handles were opened through
+	fails   []failure            // fallbacks, in the order they were decided
+}
+
+// failure is one fallback, with the code strict mode answers it with.
+type failure struct {
+	kind   string
+	code   codes.Code
+	reason string
+	why    reasonKind // reason, from a fixed set (metrics, logs)
+}
+
+func (o *outcome) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
+	o.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason}
+	o.fails = append(o.fails, failure{kind: kind, code: code, reason: reason, why: why})
+}
+
+func (o *outcome) close() {
+	for _, h := range o.handles {
+		h.Close()
+	}
+}
+
+// prepare resolves the target and opens its namespaces. Errors are the
+// caller's (InvalidArgument, NotFound, FailedPrecondition); whatever keeps
+// targeting from being honoured otherwise becomes a fallback in the outcome.
+func (t *targeter) prepare(ctx context.Context, req *runtimeapi.CreateContainerRequest, p *plan) (*outcome, error) {
+	o := &outcome{name: containerName(req), rec: oci.Record{Target: p.target, Namespaces: map[string]oci.NamespaceRecord{}}}
+	for _, u := range p.unknown {
+		o.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
+			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
+	}
+	if len(p.kinds) == 0 {
+		return o, nil
+	}
+	// The target's pid is asked for while the target is resolved: target_id
+	// is the full id but for a prefix, which means asking again.
+	type pidAnswer struct {
+		pid uint32
+		err error
+	}
+	early := make(chan pidAnswer, 1)
+	go func() {
+		pid, err := t.tasks.TaskPID(ctx, p.target)
+		early <- pidAnswer{pid, err}
+	}()
+	tc, err := t.resolveTarget(ctx, req, p.target)
+	if err != nil {
+		return nil, err
+	}
+	o.rec.Target = tc.GetId()
+	fail := func(why reasonKind, code codes.Code, reason string) (*outcome, error) {
+		for _, k := range p.kinds {
+			o.fallBack(string(k), "create", why, code, reason)
+		}
+		return o, nil
+	}
+	if st := tc.GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return fail(reasonTargetNotRunning, codes.FailedPrecondition, fmt.Sprintf("target is %s, not running", st))
+	}
+	a := <-early
+	if tc.GetId() != p.target {
+		a.pid, a.err = t.tasks.TaskPID(ctx, tc.GetId())
+	}
+	pid, err := a.pid, a.err
+	if err != nil {
+		return fail(whyNoPID(err), codeOf(err), fmt.Sprintf("find the target's process: %v", err))
+	}
+	// No verify here: the pid is confirmed (confirmPID) while the backend
+	// creates the container, still after the namespaces were opened.
+	hs, err := t.openNS(int(pid), p.kinds, nil)
+	if err != nil {
+		return fail(whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
+	}
+	o.handles, o.pid = hs, pid
+	for _, h := range hs {
+		o.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino}
+	}
+	return o, nil
+}
+
+// confirmPID asks containerd again for the target's pid, after its
+// namespaces were opened through pid (namespaces.Open's last step): the same
+// pid means the process opened was the target's.
+func (t *targeter) confirmPID(ctx context.Context, target string, pid uint32) error {
+	again, err := t.tasks.TaskPID(ctx, target)
+	if err != nil {
+		return fmt.Errorf("verify pid %d: %w", pid, err)
+	}
+	if again != pid {
+		return fmt.Errorf("verify pid %d: target's task pid changed from %d to %d", pid, pid, again)
+	}
+	return nil
+}
+
+// unconfirmed turns the opened namespaces into fallbacks: the pid could not
+// be confirmed as the target's.
+func (o *outcome) unconfirmed(err error) {
+	for _, h := range o.handles {
+		o.fallBack(string(h.Kind), "create", whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
+	}
+	o.close()
+	o.handles = nil
+}
+
+// resolveTarget finds the target through the backend's CRI, which also
+// resolves an unambiguous id prefix to the full id.
+func (t *targeter) resolveTarget(ctx context.Context, req *runtimeapi.CreateContainerRequest, id string) (*runtimeapi.Container, error) {
+	name, sandbox := containerName(req), req.GetPodSandboxId()
+	resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
+	if err != nil {
+		return nil, fmt.Errorf("container %q: resolve target %q: %w", name, id, err)
+	}
+	switch cs := resp.GetContainers(); {
+	case len(cs) == 0:
+		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, id)
+	case len(cs) > 1:
+		return nil, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
+	}
+	tc := resp.GetContainers()[0]
+	if sandbox == "" || !strings.HasPrefix(tc.GetPodSandboxId(), sandbox) {
+		return nil, preconditionf("container %q in pod sandbox %q: target container %q belongs to pod sandbox %q; a container can only target a container of its own pod",
+			name, sandbox, tc.GetId(), tc.GetPodSandboxId())
+	}
+	return tc, nil
+}
+
+// finish pins the opened namespaces for the new container and records the
+// outcome in its spec. The pins are made while the spec is pointed at them:
+// their paths follow from the id, and nothing can join them before
+// CreateContainer answers. An error means the container must not be kept.
+func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
+	held := make(chan error, 1)
+	if len(o.handles) == 0 {
+		held <- nil
+	} else if paths, err := t.pins.Paths(id, o.handles); err != nil {
+		held <- err
+	} else {
+		for _, h := range o.handles {
+			r := o.rec.Namespaces[string(h.Kind)]
+			r.Path = paths[h.Kind]
+			o.rec.Namespaces[string(h.Kind)] = r
+		}
+		go func() { held <- t.pins.Hold(id, o.handles) }()
+	}
+	editErr := t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		var opts []oci.Opt
+		for kind, r := range o.rec.Namespaces {
+			if r.Result != oci.Targeted {
+				continue
+			}
+			r.PodPath, _ = oci.NamespacePath(spec, specs.LinuxNamespaceType(kind))
+			o.rec.Namespaces[kind] = r
+			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), r.Path))
+		}
+		return append(opts, oci.WithRecord(o.rec)), nil
+	})
+	if holdErr := <-held; holdErr != nil {
+		if rerr := t.pins.Release(id); rerr != nil {
+			t.log.WithError(rerr).WithField("container", id).Warn("release pins")
+		}
+		podPaths := map[namespaces.Kind]string{}
+		for _, h := range o.handles {
+			podPaths[h.Kind] = o.rec.Namespaces[string(h.Kind)].PodPath
+			o.fallBack(string(h.Kind), "create", reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", holdErr))
+		}
+		if err := t.strictErr(o); err != nil {
+			return err
+		}
+		if editErr == nil {
+			// the spec points at pins that are not there: back to the
+			// pod's namespaces, with the reason
+			if err := t.unpoint(ctx, id, o, podPaths); err != nil {
+				for _, h := range o.handles {
+					t.targeting(string(h.Kind), "create", resultRefused, whySpecNotUpdated(err))
+				}
+				return coded(codeOf(err), "container %q (%s): pinning the target's namespaces failed (%v), and pointing its spec back at the pod's failed: %w", o.name, id, holdErr, err)
+			}
+			t.report(id, o)
+			return nil
+		}
+	}
+	if editErr != nil {
+		if t.strict {
+			for kind := range o.rec.Namespaces {
+				t.targeting(kind, "create", resultRefused, whySpecNotUpdated(editErr))
+			}
+			return coded(codeOf(editErr), "container %q (%s): strict targeting: point its spec at target %q: %w", o.name, id, o.rec.Target, editErr)
+		}
+		// The backend made the container in the pod's namespaces: that is the
+		// fallback, without the annotation that could not be written.
+		for kind, r := range o.rec.Namespaces {
+			if r.Result == oci.Targeted {
+				o.fallBack(kind, "create", whySpecNotUpdated(editErr), codeOf(editErr), fmt.Sprintf("update the container's spec: %v", editErr))
+			}
+		}
+		if rerr := t.pins.Release(id); rerr != nil {
+			t.log.WithError(rerr).WithField("container", id).Warn("release pins")
+		}
+	}
+	t.report(id, o)
+	return nil
+}
+
+// unpoint points the namespaces the spec was pointed at (now fallbacks in
+// o) back at the pod's, podPaths, and records why.
+func (t *targeter) unpoint(ctx context.Context, id string, o *outcome, podPaths map[namespaces.Kind]string) error {
+	return t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		var opts []oci.Opt
+		for kind, path := range podPaths {
+			if path == "" {
+				return nil, fmt.Errorf("no pod %s namespace recorded to fall back to", kind)
+			}
+			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), path))
+		}
+		return append(opts, oci.WithRecord(o.rec)), nil
+	})
+}
+
+// strictErr is the error strict mode answers the first fallback with.
+func (t *targeter) strictErr(o *outcome) error {
+	if !t.strict || len(o.fails) == 0 {
+		return nil
+	}
+	for _, f := range o.fails {
+		t.targeting(f.kind, "create", resultRefused, f.why)
+	}
+	f := o.fails[0]
+	return coded(f.code, "container %q: strict targeting: the %s namespace of target %q cannot be joined: %s", o.name, f.kind, o.rec.Target, f.reason)
+}
+
+// report logs the outcome: one line per targeted container, one warning per
+// fallback, each naming both containers.
+func (t *targeter) report(id string, o *outcome) {
+	log := t.log.WithFields(logrus.Fields{"container": id, "name": o.name, "target": o.rec.Target})
+	for _, f := range o.fails {
+		t.targeting(f.kind, "create", oci.Fallback, f.why)
+		log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason, "reason_kind": f.why}).Warn("targeting fell back to the pod's namespace")
+	}
+	for kind, r := range o.rec.Namespaces {
+		if r.Result == oci.Targeted {
+			t.targeting(kind, "create", oci.Targeted, reasonNone)
+			log.WithFields(logrus.Fields{"namespace": kind, "inode": r.Inode, "pin": r.Path}).Info("container joins the target's namespace")
+		}
+	}
+}
+
+// discard removes a container the shim will not keep, and its pins.
+func (t *targeter) discard(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
+	defer cancel()
+	log := t.log.WithField("container", id)
+	if _, err := t.cri.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+		log.WithError(err).Error("remove the container after a failed create or start; it is left in the backend")
+	}
+	if err := t.pins.Release(id); err != nil {
+		log.WithError(err).Error("release pins")
+	}
+}
+
+// setPodModes replaces TARGET and unknown modes with POD, so that the
+// backend does nothing special.
+func setPodModes(req *runtimeapi.CreateContainerRequest) {
+	o := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
+	for _, m := range []*runtimeapi.NamespaceMode{&o.Pid, &o.Ipc, &o.Network} {
+		switch *m {
+		case runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_NODE:
+		default:
+			*m = runtimeapi.NamespaceMode_POD
+		}
+	}
+	o.TargetId = ""
+}
+
+// codeOf picks the code for a failure to reach the target: Unavailable when
+// containerd did not answer, FailedPrecondition otherwise.
+func codeOf(err error) codes.Code {
+	if status.Code(err) == codes.Unavailable || errors.Is(err, context.DeadlineExceeded) {
+		return codes.Unavailable
+	}
+	return codes.FailedPrecondition
+}
+
+func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
+	live, err := t.hasInit(pin)
+	if err == nil && live {
+		return nil
+	}
+	reason, why := "the target's PID namespace has no init left (the target exited after create)", reasonNamespaceGone
+	if err != nil {
+		reason, why = fmt.Sprintf("check the target's PID namespace: %v", err), reasonPinFailed
+	}
+	if t.strict {
+		t.targeting(string(namespaces.PID), "start", resultRefused, why)
+		t.discard(ctx, id)
+		return preconditionf("container %q: strict targeting: %s; the container was removed", id, reason)
+	}
+	var target string
+	err = t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		rec, ok, err := oci.ParseRecord(spec.Annotations)
+		if err != nil {
+			return nil, err
+		}
+		r := rec.Namespaces[string(namespaces.PID)]
+		if !ok || r.PodPath == "" {
+			return nil, fmt.Errorf("no pod PID namespace recorded to fall back to")
+		}
+		target = rec.Target
+		r.Result, r.Stage, r.Reason = oci.Fallback, "start", reason
+		rec.Namespaces[string(namespaces.PID)] = r
+		return []oci.Opt{oci.WithNamespacePath(specs.PIDNamespace, r.PodPath), oci.WithRecord(rec)}, nil
+	})
+	if err != nil {
+		t.targeting(string(namespaces.PID), "start", resultRefused, whySpecNotUpdated(err))
+		return preconditionf("container %q: %s, and falling back to the pod's PID namespace failed: %w", id, reason, err)
+	}
+	t.targeting(string(namespaces.PID), "start", oci.Fallback, why)
+	t.log.WithFields(logrus.Fields{"container": id, "target": target, "namespace": "pid", "reason": reason, "reason_kind": why}).
+		Warn("targeting fell back to the pod's namespace at start")
+	return nil
+}
+
+// targeting reports one targeting decision to the metrics, if any.
+func (t *targeter) targeting(namespace, stage, result string, why reasonKind) {
+	if t.metrics != nil {
+		t.metrics.Targeting(namespace, stage, result, string(why))
+	}
+}
+
+// releaseStale releases the pins of containers the backend no longer has.
+// The pin list is read before the backend's container list, so a pin made
+// for a container created meanwhile is never taken for stale.
+func (t *targeter) releaseStale(ctx context.Context) error {
+	ids, err := t.pins.IDs()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return fmt.Errorf("release stale pins: list backend containers: %w", err)
+	}
+	live := make(map[string]bool, len(resp.GetContainers()))
+	for _, c := range resp.GetContainers() {
+		live[c.GetId()] = true
+	}
+	for _, id := range ids {
+		if live[id] {
+			continue
+		}
+		if err := t.pins.Release(id); err != nil {
+			return err
+		}
+		t.log.WithField("container", id).Info("released pins of a container the backend no longer has")
+	}
+	return nil
+}
