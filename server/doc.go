@@ -1,10 +1,28 @@
-// Package server is cri-nstarget's gRPC side: a CRI v1 proxy that forwards
-// every RuntimeService and ImageService call to a backend as raw frames, and
-// intercepts CreateContainer (rewriting NamespaceMode TARGET), StartContainer
-// (checking pinned namespaces), RemoveContainer and RemovePodSandbox
-// (releasing pins).
+// Package server is cri-nstarget's gRPC side: a CRI v1 proxy that serves
+// kubelet with one grpc.Server and forwards every RuntimeService and
+// ImageService call to a backend as raw frames, intercepting CreateContainer
+// (rewriting NamespaceMode TARGET), StartContainer (checking pinned
+// namespaces), RemoveContainer and RemovePodSandbox (releasing pins).
+//
+// Where things are:
+//
+//	server.go          the grpc.Server: options and bounds, method registration, Serve, Shutdown
+//	passthrough.go     raw forwarding of unary calls and streams (grpc-proxy's pattern)
+//	codec.go           the raw codec: messages stay bytes in grpc's buffers
+//	instrument.go      the boundary every call passes: status, panics, metrics, logs
+//	health.go          grpc.health.v1 on the CRI socket
+//	socket.go          the CRI socket: stale socket, mode, group
+//	target.go          the targeting type: prepare, finish, checkPID, report, discard
+//	target_validate.go what a CreateContainer asks for (plan), id validation
+//	container_*.go, sandbox_remove.go  the intercepted methods' hooks
+//	pins.go            namespace pins on disk
+//	containerd.go      containerd's own API: task pids, stored specs
+//	errors.go, reasons.go  coded errors, fallback reasons
 //
 // Errors are wrapped with context inside and turned into a gRPC status once,
-// in the instrumentation layer (instrument.go); statuses from the backend
-// pass through unchanged.
+// in instrument (instrument.go); statuses from the backend pass through
+// unchanged.
+//
+// The package holds no lock of its own: what calls share is grpc's
+// connections, the health server, the pins on disk and containerd's state.
 package server
