@@ -38,33 +38,61 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	if err != nil {
 		return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
 	}
+	// Written down before anything is created, removed once the answer is
+	// ready: a crash in between leaves a record that start-up reconciles.
+	in := intent{ID: newIntentID(), Sandbox: req.GetPodSandboxId(), Name: o.name,
+		Attempt: req.GetConfig().GetMetadata().GetAttempt(), Target: o.rec.Target}
+	if err := t.begin(in); err != nil {
+		return nil, err
+	}
+	kept := false // the record stays for the reconciler
+	defer func() { t.end(in.ID, kept) }()
+	failpoint("create:recorded")
+
 	// The pid the namespaces were opened through is confirmed with
 	// containerd while the backend creates the container: nothing joins
 	// them before CreateContainer answers, and the answer waits for it.
+	// From here on the shim's own steps do not depend on the caller: a
+	// caller that gives up after the backend made the container must not
+	// leave it half-made.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateStepsTimeout)
+	defer cancel()
 	confirmed := make(chan error, 1)
 	if len(o.handles) > 0 {
-		go func() { confirmed <- t.confirmPID(ctx, o.rec.Target, o.pid) }()
+		go func() { confirmed <- t.confirmPID(lctx, o.rec.Target, o.pid) }()
 	} else {
 		confirmed <- nil
 	}
 	out, err := fwd(ctx, b)
 	if err != nil {
+		if !answered(err) {
+			// the backend may have made it after all: the reconciler
+			// removes whatever it finds under this name and attempt
+			kept = true
+		}
 		return nil, err
 	}
 	resp := new(runtimeapi.CreateContainerResponse)
 	if err := proto.Unmarshal(out, resp); err != nil || resp.GetContainerId() == "" {
 		return nil, fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", o.name, err)
 	}
+	id := resp.GetContainerId()
+	in.Container = id
+	if err := t.intents.Put(in); err != nil {
+		t.log.WithError(err).WithField("container", id).Warn("intent record: the container id could not be added; the reconciler finds it by name")
+	}
+	failpoint("create:forwarded")
 	if err := <-confirmed; err != nil {
 		o.unconfirmed(err)
 		if err := t.strictErr(o); err != nil {
-			t.discard(ctx, resp.GetContainerId())
+			kept = !t.discard(lctx, in)
 			return nil, err
 		}
 	}
-	if err := t.finish(ctx, resp.GetContainerId(), o); err != nil {
-		t.discard(ctx, resp.GetContainerId())
+	if err := t.finish(lctx, id, o); err != nil {
+		kept = !t.discard(lctx, in)
 		return nil, err
 	}
+	failpoint("create:finished")
 	return out, nil
 }

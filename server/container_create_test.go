@@ -57,6 +57,14 @@ func (r *rig) record(t *testing.T, id string) oci.Record {
 	return rec
 }
 
+// specEdited tells whether the shim edited the spec of id.
+func (r *rig) specEdited(id string) bool {
+	r.specs.mu.Lock()
+	defer r.specs.mu.Unlock()
+	_, ok := r.specs.specs[id]
+	return ok
+}
+
 func (r *rig) nsPath(id string, typ specs.LinuxNamespaceType) string {
 	r.specs.mu.Lock()
 	defer r.specs.mu.Unlock()
@@ -285,3 +293,21 @@ func (f taskFunc) TaskPID(context.Context, string) (uint32, error) { return f() 
 
 // errContainerdDown is what containerd's API answers while it is down.
 var errContainerdDown = status.Error(codes.Unavailable, "connection error: containerd is down")
+
+// TestSamePodByResolvedIDs: the same-pod check compares resolved ids: a
+// unique prefix of the target's sandbox is that sandbox; a prefix that is
+// ambiguous, or another sandbox's, is not.
+func TestSamePodByResolvedIDs(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sandbox-1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if _, err := r.create(t, createReq("sandbox-1"[:9], pidTarget("app1"))); err != nil {
+		t.Errorf("sandbox by unique prefix: %v", err)
+	}
+	r.addTarget("app2", "sandbox-2", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if _, err := r.create(t, createReq("sandbox-", pidTarget("app1"))); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("sandbox by ambiguous prefix: %v, want FailedPrecondition", err)
+	}
+	if _, err := r.create(t, createReq("sandbox-2", pidTarget("app1"))); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("target in another sandbox: %v, want FailedPrecondition", err)
+	}
+}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -19,10 +22,44 @@ func (t *targeter) startContainer(ctx context.Context, raw []byte, fwd forwardFu
 	if err := proto.Unmarshal(raw, req); err != nil {
 		return nil, invalidf("malformed StartContainerRequest: %w", err)
 	}
-	if path, ok := t.pins.Path(req.GetContainerId(), namespaces.PID); ok {
-		if err := t.checkPID(ctx, req.GetContainerId(), path); err != nil {
+	id, err := t.pinnedID(ctx, req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	if path, ok := t.pins.Path(id, namespaces.PID); id != "" && ok {
+		if err := t.checkPID(ctx, id, path); err != nil {
 			return nil, err
 		}
 	}
 	return fwd(ctx, raw)
+}
+
+// pinnedID resolves a container id as a client gave it, in full or as a
+// unique prefix (crictl start 4f2a), to the full id of a container the shim
+// holds pins for; "" when it names none. A full id costs no call: the pin
+// directory answers. A prefix of a pinned id is resolved by the backend, as
+// the backend itself would resolve it for the call.
+func (t *targeter) pinnedID(ctx context.Context, id string) (string, error) {
+	ids, err := t.pins.IDs()
+	if err != nil {
+		return "", fmt.Errorf("container %q: %w", id, err)
+	}
+	prefixed := false
+	for _, p := range ids {
+		if p == id {
+			return id, nil
+		}
+		prefixed = prefixed || (id != "" && strings.HasPrefix(p, id))
+	}
+	if !prefixed {
+		return "", nil
+	}
+	resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
+	if err != nil {
+		return "", fmt.Errorf("container %q: resolve the id: %w", id, err)
+	}
+	if cs := resp.GetContainers(); len(cs) == 1 && slices.Contains(ids, cs[0].GetId()) {
+		return cs[0].GetId(), nil
+	}
+	return "", nil // ambiguous, or not a pinned one: the backend answers the call itself
 }

@@ -89,3 +89,21 @@ func TestStartUntargetedIsUntouched(t *testing.T) {
 		t.Error("spec of an untargeted container edited")
 	}
 }
+
+// TestStartWithPrefix: an id typed as a unique prefix (crictl start 4f2a) is
+// resolved before the pin check, which a prefix would otherwise skip.
+func TestStartWithPrefix(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.live = false
+	if err := r.start(id[:len(id)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || fb.Stage != "start" {
+		t.Errorf("started by prefix after the target died: record = %+v, want a fallback at start", fb)
+	}
+}

@@ -56,3 +56,15 @@ func toStatus(err error) error {
 	}
 	return status.Error(codes.Internal, err.Error())
 }
+
+// answered tells whether err is the backend's own answer to a call (after
+// which a failed create has made nothing: containerd cleans up after itself),
+// rather than a call cut short, cancelled, timed out or with the connection
+// lost, after which the backend may have made the container all the same.
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}

@@ -77,18 +77,22 @@ type Server struct {
 // New builds a Server from opts.
 func New(opts Options) *Server {
 	api := newContainerdAPI(opts.Containerd, opts.ContainerdNamespace)
-	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
-		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, opts.Strict, opts.Log, opts.Metrics)
-	return s
+	return newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
+		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, intentDir{dir: filepath.Join(opts.StateDir, "intents")},
+		opts.Strict, opts.Log, opts.Metrics)
 }
 
 // newServer builds a Server on the given dependencies; grpcOpts come after
 // the shim's own server options (tests use them to observe connections).
-func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, strict bool, log *logrus.Entry, m Metrics, grpcOpts ...grpc.ServerOption) *Server {
+func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, intents intentStore, strict bool, log *logrus.Entry, m Metrics, grpcOpts ...grpc.ServerOption) *Server {
 	if log == nil {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
+	life, stop := context.WithCancel(context.Background())
 	t := &targeter{
+		life:    life,
+		stop:    stop,
+		intents: intents,
 		cri:     cri,
 		tasks:   tasks,
 		specs:   specs,
@@ -187,6 +191,7 @@ func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 // when a client has stopped reading: it does not wait for handlers that
 // closing the connections has cancelled.
 func (s *Server) Shutdown(ctx context.Context) {
+	defer s.target.stop()
 	drained := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

@@ -48,6 +48,8 @@ type fakeBackend struct {
 	removed    []string
 	lastMD     metadata.MD
 	calls      map[string]int // calls received, by method name
+	onCreate   func()         // when set, CreateContainer calls it before answering
+	removeErr  error          // when set, RemoveContainer fails with it
 	lastDL     time.Time
 	nextID     int
 	startGate  chan struct{} // when set, StartContainer waits for it to close...
@@ -99,11 +101,33 @@ func (b *fakeBackend) ListContainers(ctx context.Context, req *runtimeapi.ListCo
 	defer b.mu.Unlock()
 	var out []*runtimeapi.Container
 	for _, c := range b.containers {
-		if id := req.GetFilter().GetId(); id == "" || c.GetId() == id {
+		// as containerd: the id filter takes a unique prefix
+		f := req.GetFilter()
+		if (f.GetId() == "" || strings.HasPrefix(c.GetId(), f.GetId())) && (f.GetPodSandboxId() == "" || c.GetPodSandboxId() == f.GetPodSandboxId()) {
 			out = append(out, c)
 		}
 	}
 	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+// ListPodSandbox answers with the sandboxes its containers are in; the id
+// filter takes a unique prefix, as containerd's does.
+func (b *fakeBackend) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := map[string]bool{}
+	var out []*runtimeapi.PodSandbox
+	for _, c := range b.containers {
+		id := c.GetPodSandboxId()
+		if !seen[id] && strings.HasPrefix(id, req.GetFilter().GetId()) {
+			seen[id] = true
+			out = append(out, &runtimeapi.PodSandbox{Id: id})
+		}
+	}
+	if len(out) > 1 && req.GetFilter().GetId() != "" {
+		out = nil // ambiguous: containerd answers none
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
 }
 
 func (b *fakeBackend) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
@@ -112,7 +136,13 @@ func (b *fakeBackend) CreateContainer(ctx context.Context, req *runtimeapi.Creat
 	b.nextID++
 	id := "new" + string(rune('0'+b.nextID))
 	b.created = append(b.created, req)
-	b.containers = append(b.containers, &runtimeapi.Container{Id: id, PodSandboxId: req.GetPodSandboxId(), State: runtimeapi.ContainerState_CONTAINER_CREATED})
+	b.containers = append(b.containers, &runtimeapi.Container{Id: id, PodSandboxId: req.GetPodSandboxId(),
+		Metadata: req.GetConfig().GetMetadata(), State: runtimeapi.ContainerState_CONTAINER_CREATED})
+	if f := b.onCreate; f != nil {
+		b.mu.Unlock()
+		f()
+		b.mu.Lock()
+	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 
@@ -133,6 +163,9 @@ func (b *fakeBackend) StartContainer(_ context.Context, req *runtimeapi.StartCon
 func (b *fakeBackend) RemoveContainer(_ context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.removeErr != nil {
+		return nil, b.removeErr
+	}
 	b.removed = append(b.removed, req.GetContainerId())
 	for i, c := range b.containers {
 		if c.GetId() == req.GetContainerId() {
@@ -191,12 +224,20 @@ type fakeTasks struct {
 func (f *fakeTasks) TaskPID(context.Context, string) (uint32, error) { return f.pid, f.err }
 
 type fakeSpecs struct {
-	mu    sync.Mutex
-	specs map[string]*specs.Spec
-	err   error
+	mu     sync.Mutex
+	specs  map[string]*specs.Spec
+	err    error
+	onEdit func() // when set, EditSpec calls it first
 }
 
-func (f *fakeSpecs) EditSpec(_ context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error {
+// EditSpec fails, as a containerd client would, when ctx is done.
+func (f *fakeSpecs) EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error {
+	if f.onEdit != nil {
+		f.onEdit()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -217,9 +258,10 @@ func (f *fakeSpecs) EditSpec(_ context.Context, id string, edit func(*specs.Spec
 }
 
 type fakePins struct {
-	mu   sync.Mutex
-	held map[string]map[namespaces.Kind]string
-	err  error
+	mu         sync.Mutex
+	held       map[string]map[namespaces.Kind]string
+	err        error
+	releaseErr map[string]error // Release of these ids fails
 }
 
 func (f *fakePins) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
@@ -241,6 +283,13 @@ func (f *fakePins) Hold(id string, hs []*namespaces.Handle) error {
 	return nil
 }
 
+// pinned tells whether id has pins.
+func (r *rig) pinned(id string) bool {
+	r.pins.mu.Lock()
+	defer r.pins.mu.Unlock()
+	return len(r.pins.held[id]) > 0
+}
+
 func (f *fakePins) Path(id string, kind namespaces.Kind) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -251,6 +300,9 @@ func (f *fakePins) Path(id string, kind namespaces.Kind) (string, bool) {
 func (f *fakePins) Release(id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.releaseErr[id]; err != nil {
+		return err
+	}
 	delete(f.held, id)
 	return nil
 }
@@ -308,7 +360,7 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, strict, logrus.NewEntry(log), nil, grpcOpts...)
+	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, intentDir{dir: t.TempDir()}, strict, logrus.NewEntry(log), nil, grpcOpts...)
 	r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
 		r.opened = append(r.opened, kinds)
 		if verify != nil {

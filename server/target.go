@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -23,6 +24,7 @@ type (
 	// backendCRI is the typed part of the backend's CRI the shim calls itself.
 	backendCRI interface {
 		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+		ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
 		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
 		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
 	}
@@ -48,8 +50,10 @@ const discardTimeout = 30 * time.Second
 // opens and pins their namespaces, points new containers' specs at the
 // pins, checks them at start and releases them. Its hooks (container_*.go,
 // sandbox_remove.go) see a request as bytes and a function that forwards
-// bytes; nothing here knows how calls arrive. All fields are set by
-// newServer and never change; state lives on disk (pins) and in containerd.
+// bytes; nothing here knows how calls arrive. The dependencies are set
+// by newServer and never change; state lives on disk (pins, intent records)
+// and in containerd. The only in-memory state is which records belong to
+// creates in flight (flights), so that the reconciler leaves them alone.
 type targeter struct {
 	cri     backendCRI
 	tasks   taskLookup
@@ -60,6 +64,13 @@ type targeter struct {
 	strict  bool
 	log     *logrus.Entry
 	metrics Metrics // nil: none
+	intents intentStore
+
+	// life ends when the server shuts down (reconciler loops stop).
+	life        context.Context
+	stop        context.CancelFunc
+	reconcileMu sync.Mutex // one reconcile at a time; before flights.mu
+	flights     flights
 }
 
 // outcome is what targeting decided for one CreateContainer.
@@ -187,11 +198,34 @@ func (t *targeter) resolveTarget(ctx context.Context, req *runtimeapi.CreateCont
 		return nil, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
 	}
 	tc := resp.GetContainers()[0]
-	if sandbox == "" || !strings.HasPrefix(tc.GetPodSandboxId(), sandbox) {
+	same, err := t.samePod(ctx, sandbox, tc.GetPodSandboxId())
+	if err != nil {
+		return nil, fmt.Errorf("container %q: resolve pod sandbox %q: %w", name, sandbox, err)
+	}
+	if !same {
 		return nil, preconditionf("container %q in pod sandbox %q: target container %q belongs to pod sandbox %q; a container can only target a container of its own pod",
 			name, sandbox, tc.GetId(), tc.GetPodSandboxId())
 	}
 	return tc, nil
+}
+
+// samePod tells whether the sandbox id a request gave (in full, or as a
+// unique prefix the backend resolves) is the target's sandbox, targetPod.
+func (t *targeter) samePod(ctx context.Context, sandbox, targetPod string) (bool, error) {
+	switch {
+	case sandbox == "":
+		return false, nil
+	case sandbox == targetPod:
+		return true, nil
+	case !strings.HasPrefix(targetPod, sandbox):
+		return false, nil
+	}
+	resp, err := t.cri.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: sandbox}})
+	if err != nil {
+		return false, err
+	}
+	ps := resp.GetItems()
+	return len(ps) == 1 && ps[0].GetId() == targetPod, nil
 }
 
 // finish pins the opened namespaces for the new container and records the
@@ -314,19 +348,6 @@ func (t *targeter) report(id string, o *outcome) {
 	}
 }
 
-// discard removes a container the shim will not keep, and its pins.
-func (t *targeter) discard(ctx context.Context, id string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
-	defer cancel()
-	log := t.log.WithField("container", id)
-	if _, err := t.cri.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
-		log.WithError(err).Error("remove the container after a failed create or start; it is left in the backend")
-	}
-	if err := t.pins.Release(id); err != nil {
-		log.WithError(err).Error("release pins")
-	}
-}
-
 // setPodModes replaces TARGET and unknown modes with POD, so that the
 // backend does nothing special.
 func setPodModes(req *runtimeapi.CreateContainerRequest) {
@@ -361,7 +382,7 @@ func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
 	}
 	if t.strict {
 		t.targeting(string(namespaces.PID), "start", resultRefused, why)
-		t.discard(ctx, id)
+		t.discardID(ctx, id)
 		return preconditionf("container %q: strict targeting: %s; the container was removed", id, reason)
 	}
 	var target string
@@ -412,14 +433,18 @@ func (t *targeter) releaseStale(ctx context.Context) error {
 	for _, c := range resp.GetContainers() {
 		live[c.GetId()] = true
 	}
+	var errs []error
 	for _, id := range ids {
 		if live[id] {
 			continue
 		}
 		if err := t.pins.Release(id); err != nil {
-			return err
+			// one pin that cannot be released does not keep the others
+			t.log.WithError(err).WithField("container", id).Warn("release pins of a container the backend no longer has")
+			errs = append(errs, err)
+			continue
 		}
 		t.log.WithField("container", id).Info("released pins of a container the backend no longer has")
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// intent is what the shim writes down before it forwards a TARGET
+// CreateContainer, and removes only once the answer is ready to go back to
+// the client. A record found at start-up therefore names a create whose
+// client never received a container id: whatever the backend made for it is
+// half-made, or made for nobody, and is removed (reconcile.go), so that the
+// client's retry of the same request (same name and attempt) finds the name
+// free.
+type intent struct {
+	ID      string `json:"id"` // the record's own name
+	Sandbox string `json:"sandbox"`
+	Name    string `json:"name"`
+	Attempt uint32 `json:"attempt"`
+	Target  string `json:"target"`
+	// Container is the backend's id for it, once the backend answered.
+	Container string `json:"container,omitempty"`
+	// Discard is set when the shim decided not to keep the container and
+	// could not remove it (containerd down): reconciled when it is back.
+	Discard bool `json:"discard,omitempty"`
+}
+
+// intentDir keeps intent records on disk, one file each:
+// <dir>/<record id>.json, written whole (temporary file, then rename).
+type intentDir struct{ dir string }
+
+func newIntentID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (d intentDir) path(id string) string { return filepath.Join(d.dir, id+".json") }
+
+// Put writes (or rewrites) the record.
+func (d intentDir) Put(in intent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d.dir, 0o700); err != nil {
+		return fmt.Errorf("intent record: %w", err)
+	}
+	tmp := d.path(in.ID) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("intent record: %w", err)
+	}
+	if err := os.Rename(tmp, d.path(in.ID)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("intent record: %w", err)
+	}
+	return nil
+}
+
+// Remove deletes the record; a record already gone is fine.
+func (d intentDir) Remove(id string) error {
+	if err := os.Remove(d.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("intent record: %w", err)
+	}
+	return nil
+}
+
+// List reads every record. A file that does not decode (a crash cannot make
+// one: records are renamed into place whole) is reported and skipped.
+func (d intentDir) List() ([]intent, error) {
+	entries, err := os.ReadDir(d.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("intent records: %w", err)
+	}
+	var out []intent
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, ".tmp") { // a write the crash cut short: no forward followed it
+			os.Remove(filepath.Join(d.dir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d.dir, name))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var in intent
+		if err := json.Unmarshal(b, &in); err != nil || in.ID+".json" != name {
+			errs = append(errs, fmt.Errorf("intent record %s does not decode: %v", name, err))
+			continue
+		}
+		out = append(out, in)
+	}
+	return out, errors.Join(errs...)
+}
