@@ -41,12 +41,22 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateID$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) ./oci
 
-integration: deps build
-	$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
+# h2spec (HTTP/2 conformance) for integration/h2spec_test.go, installed into
+# bin/ at a pinned version, so it never enters go.mod. v2.2.1+incompatible is
+# the newest the module path serves (later tags have a go.mod without /v2);
+# having no go.mod, it takes its imports (x/net, cobra, color) at their latest.
+H2SPEC_VERSION := v2.2.1+incompatible
+.PHONY: h2spec-tool
+h2spec-tool:
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/summerwind/h2spec/cmd/h2spec@$(H2SPEC_VERSION)
+
+integration: deps build h2spec-tool
+	NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
+		$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
 # The same against containerd 2.1, built once by hack/containerd2.sh.
-integration-containerd2: deps build
-	NSTARGET_CONTAINERD="$$(./hack/containerd2.sh)/containerd" \
+integration-containerd2: deps build h2spec-tool
+	NSTARGET_CONTAINERD="$$(./hack/containerd2.sh)/containerd" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
 		$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
 CONTAINERD2 ?= 1
