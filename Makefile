@@ -1,7 +1,7 @@
 # cri-nstarget. On a fresh Debian machine, as root:
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set)
 #   make demo   the feature end to end, then a clean teardown
-#   make test   all tests: vet, unit, fuzzing (bounded), install check, integration and conformance
+#   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, integration and conformance
 #               (suite + critest parity) on containerd 1.6 and 2.1; CONTAINERD2=0 leaves out 2.1
 
 GO       ?= go
@@ -34,6 +34,11 @@ vet:
 unit:
 	$(GO) test -count=1 ./...
 
+# The unit packages again under the race detector (needs cgo and gcc).
+.PHONY: race
+race:
+	$(GO) test -race -count=1 ./...
+
 # Each fuzz target for FUZZTIME (seeds in testdata/fuzz are also run by `unit`).
 FUZZTIME ?= 15s
 fuzz:
@@ -60,7 +65,7 @@ integration-containerd2: deps build h2spec-tool
 		$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
 CONTAINERD2 ?= 1
-test: deps vet unit fuzz install-check integration conformance-ci \
+test: deps vet unit race fuzz install-check integration conformance-ci \
 	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 conformance-ci-containerd2)
 
 run: deps build
