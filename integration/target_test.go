@@ -3,7 +3,9 @@
 package integration
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -201,4 +203,49 @@ func takePid(t *testing.T, pid int) *exec.Cmd {
 		cmd.Wait()
 	}
 	return nil
+}
+
+// The containerd API (specs, task pids) cannot be reached while its CRI can:
+// by default the debug container runs in the pod's namespace, and the
+// warning in the log and the metric say why (without the API no annotation
+// can be written); strict mode answers Unavailable and leaves nothing.
+func TestContainerdAPIUnreachable(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fallback", true: "strict"}[strict], func(t *testing.T) {
+			flags := []string{"--containerd-address", filepath.Join(tmp, "no-containerd.sock")}
+			if strict {
+				flags = append(flags, "--strict-targeting")
+			}
+			s := startShim(t, flags...)
+			c := shimCRI(s)
+			p := runPod(t, c, ownMode)
+			app := run(t, c, p, "app", pidOwn)
+			before := containerIDs(t)
+			dbg, err := createIn(t, c, p, "debug", targetOf(app))
+			if strict {
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("strict create: %v, want Unavailable", err)
+				}
+				if after := containerIDs(t); len(after) != len(before) {
+					t.Errorf("strict: containers %d before, %d after: one is left", len(before), len(after))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			mustStart(t, c, dbg)
+			podNS := nsOfPid(t, sandboxPid(t, p.id), "pid")
+			if got := nsInside(t, c, dbg, "pid"); got != podNS {
+				t.Errorf("debug pid namespace %s, want the pod's %s", got, podNS)
+			}
+			if _, ok, _ := oci.ParseRecord(info(t, dbg).RuntimeSpec.Annotations); ok {
+				t.Error("an annotation was written although the containerd API is unreachable")
+			}
+			log, _ := os.ReadFile(s.LogPath())
+			if !strings.Contains(string(log), "targeting fell back") || !strings.Contains(string(log), "reason_kind=containerd_unavailable") {
+				t.Errorf("shim log lacks the fallback warning with reason_kind=containerd_unavailable:\n%s", log)
+			}
+		})
+	}
 }

@@ -151,7 +151,6 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 		Strict:              cfg.strict,
 		Log:                 log,
 		Metrics:             mx.recorder(),
-		Dial:                unixDialer(cfg.runtimeEndpoint),
 	})
 	mx.serve(srv, log)
 	lis, path, err := listen(cfg.listen, cfg.socketGroup)
@@ -160,7 +159,13 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	}
 	defer os.Remove(path)
 
-	go releaseStale(ctx, srv, log)
+	// What a crash left (unfinished creates, stale pins) is undone before
+	// the first call is served when containerd answers; otherwise in the
+	// background until it does.
+	if err := srv.Reconcile(ctx); err != nil {
+		log.WithError(err).Warn("reconcile at start-up; retrying until the backend answers")
+		go reconcile(ctx, srv)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	go srv.WatchBackend(ctx, 5*time.Second) // grpc.health.v1 on the CRI socket
@@ -241,21 +246,16 @@ func lookupGroup(group string) (int, error) {
 	return strconv.Atoi(g.Gid)
 }
 
-// releaseStale retries the start-up release of stale pins until the backend
-// answers once.
-func releaseStale(ctx context.Context, srv *server.Server, log *logrus.Entry) {
-	for attempt := 0; ; attempt++ {
-		err := srv.ReleaseStale(ctx)
-		if err == nil {
-			return
-		}
-		if attempt == 0 {
-			log.WithError(err).Warn("release stale pins; retrying until the backend answers")
-		}
+// reconcile retries the start-up reconciliation until it succeeds once.
+func reconcile(ctx context.Context, srv *server.Server) {
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(2 * time.Second):
+		}
+		if srv.Reconcile(ctx) == nil {
+			return
 		}
 	}
 }

@@ -52,7 +52,6 @@ func (m *metricsEndpoint) serve(srv *server.Server, log *logrus.Entry) {
 		return
 	}
 	m.rec.WatchPins(srv.PinCounts)
-	m.rec.WatchConnections(srv.ConnCounts)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.rec.Handler())
 	mux.Handle("/healthz", metrics.Healthz(srv.CheckBackend))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,10 +17,16 @@ import (
 )
 
 // BuildShim compiles cmd/cri-nstarget into dir and returns the binary's path.
-// moduleRoot is the repository root (where go.mod is).
-func BuildShim(moduleRoot, dir string) (string, error) {
+// moduleRoot is the repository root (where go.mod is). With tags (e.g.
+// "failpoints"), the binary is named after them.
+func BuildShim(moduleRoot, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "cri-nstarget")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cri-nstarget")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		bin += "-" + strings.Join(tags, "-")
+		args = []string{"build", "-tags", strings.Join(tags, ","), "-o", bin}
+	}
+	cmd := exec.Command("go", append(args, "./cmd/cri-nstarget")...)
 	cmd.Dir = moduleRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build cri-nstarget: %w\n%s", err, out)
