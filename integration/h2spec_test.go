@@ -35,8 +35,30 @@ const (
 	h2specMinPassed = 70
 )
 
+// grpcGoDifferences are the h2spec cases in which newer grpc-go (the
+// shim's, and containerd 2.x's: containerd 2.1.4 fails each of them directly)
+// answers differently from the grpc-go in containerd 1.6.20: it answers a
+// malformed request (a pseudo-header missing or empty, a TE other than
+// "trailers") with an HTTP 4xx response that ends the stream, as RFC 9113
+// 8.1.1 allows and gRFC A41 asks, instead of a PROTOCOL_ERROR reset; it
+// ignores a stream's dependency on itself (priority signalling is deprecated
+// in RFC 9113) and does not check content-length. They are grpc-go's, not
+// code of the shim's, so they are allowed when the backend's grpc-go is the
+// older one; every other case containerd passes, the shim must pass.
+var grpcGoDifferences = map[string]bool{
+	"http2/5.3.1/1": true, "http2/8.1.2.2/2": true,
+	"http2/8.1.2.3/1": true, "http2/8.1.2.3/2": true, "http2/8.1.2.3/3": true, "http2/8.1.2.3/4": true,
+	"http2/8.1.2.6/1": true, "http2/8.1.2.6/2": true,
+}
+
+// mustPassViaShim are cases the HTTP/2 relay the shim once had failed while
+// containerd passed them (issue 10): a HEADERS frame over
+// SETTINGS_MAX_FRAME_SIZE, and an HPACK table size update over
+// SETTINGS_HEADER_TABLE_SIZE. Each must end the connection.
+var mustPassViaShim = []string{"http2/4.2/3", "hpack/6.3/1"}
+
 // h2spec against containerd's own socket and against the shim in front of
-// it: the shim fails no case that containerd passes. h2spec speaks TCP, so
+// it: the shim fails no case that containerd passes (but grpcGoDifferences). h2spec speaks TCP, so
 // each side is reached through a 127.0.0.1 bridge to its unix socket.
 func TestH2spec(t *testing.T) {
 	bin := os.Getenv(h2specEnv)
@@ -83,8 +105,16 @@ func TestH2spec(t *testing.T) {
 			}
 		case !ran:
 			t.Errorf("h2spec %s %s: passed directly, not run through the shim", c.id, c.desc)
+		case got.outcome != h2specPassed && grpcGoDifferences[c.id]:
+			t.Logf("h2spec %s %s: passed directly, %s through the shim: a difference of newer grpc-go's (see grpcGoDifferences)", c.id, c.desc, got.outcome)
 		case got.outcome != h2specPassed:
 			t.Errorf("h2spec %s %s: passed directly, %s through the shim:\n%s", c.id, c.desc, got.outcome, got.detail)
+		}
+	}
+
+	for _, id := range mustPassViaShim {
+		if c, ok := viaShim[id]; !ok || c.outcome != h2specPassed {
+			t.Errorf("h2spec %s through the shim: %s, want passed", id, c.outcome)
 		}
 	}
 
