@@ -342,14 +342,6 @@ func cleanRefusal(err error, allowed ...codes.Code) bool {
 	return false
 }
 
-func codeNames(cs ...codes.Code) string {
-	var s []string
-	for _, c := range cs {
-		s = append(s, c.String())
-	}
-	return strings.Join(s, " or ")
-}
-
 func short(err error) string {
 	if err == nil {
 		return "<nil>"

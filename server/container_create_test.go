@@ -57,14 +57,6 @@ func (r *rig) record(t *testing.T, id string) oci.Record {
 	return rec
 }
 
-// specEdited tells whether the shim edited the spec of id.
-func (r *rig) specEdited(id string) bool {
-	r.specs.mu.Lock()
-	defer r.specs.mu.Unlock()
-	_, ok := r.specs.specs[id]
-	return ok
-}
-
 func (r *rig) nsPath(id string, typ specs.LinuxNamespaceType) string {
 	r.specs.mu.Lock()
 	defer r.specs.mu.Unlock()
