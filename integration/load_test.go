@@ -4,6 +4,8 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
 // procFigures are what the load test watches in the shim process.
@@ -46,10 +50,12 @@ func figures(t *testing.T, pid int) procFigures {
 	return f
 }
 
-// 64 clients (NST_LOAD_CLIENTS) for NST_LOAD_SECONDS (default 30) each run
-// whole pod lifecycles with a targeted debug container through the shim:
-// zero errors, and afterwards no sandbox, container or pin left, and the
-// shim's file descriptors back where they were.
+// 64 clients (NST_LOAD_CLIENTS), each on its own connection, for
+// NST_LOAD_SECONDS (default 30) each run whole pod lifecycles with a
+// targeted debug container through the shim: every debug container joins
+// its target's PID namespace (a fallback under load is a failure), zero
+// errors, and afterwards no sandbox, container or pin left, and the shim's
+// file descriptors back where they were.
 func TestLoad(t *testing.T) {
 	clients := envInt("NST_LOAD_CLIENTS", 64)
 	duration := time.Duration(envInt("NST_LOAD_SECONDS", 30)) * time.Second
@@ -77,12 +83,16 @@ func TestLoad(t *testing.T) {
 	goBefore := goroutines() // first: its HTTP connection stays open, counted in both fd figures
 	before := figures(t, s.PID())
 
-	var lifecycles, errCount atomic.Int64
+	var lifecycles, errCount, notJoined atomic.Int64
 	var peak procFigures
+	peakConns := 0
 	var mu sync.Mutex
 	var firstErrs []string
 	fail := func(err error) {
 		errCount.Add(1)
+		if errors.Is(err, errNotJoined) {
+			notJoined.Add(1)
+		}
 		mu.Lock()
 		if len(firstErrs) < 10 {
 			firstErrs = append(firstErrs, err.Error())
@@ -95,6 +105,14 @@ func TestLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// a connection of its own, as each kubelet (or crictl) has
+			conn, err := harness.Dial(s.Endpoint())
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer conn.Close()
+			c := newCRI(conn)
 			for n := 0; time.Now().Before(stop); n++ {
 				if err := lifecycle(c, fmt.Sprintf("load-%d-%d-%d", os.Getpid(), i, n)); err != nil {
 					fail(err)
@@ -112,8 +130,10 @@ func TestLoad(t *testing.T) {
 				return
 			case <-time.After(500 * time.Millisecond):
 				f := figures(t, s.PID())
+				n := socketConns(t, s.Socket())
 				mu.Lock()
 				peak.fds, peak.threads, peak.rssKiB = max(peak.fds, f.fds), max(peak.threads, f.threads), max(peak.rssKiB, f.rssKiB)
+				peakConns = max(peakConns, n)
 				mu.Unlock()
 			}
 		}
@@ -132,8 +152,9 @@ func TestLoad(t *testing.T) {
 	if after.fds > before.fds {
 		t.Errorf("shim fds: %d before, %d after: %v", before.fds, after.fds, fdTargets(s.PID()))
 	}
-	t.Logf("%d clients, %v: %d pod lifecycles (each: sandbox, app, targeted debug, teardown), %d errors",
-		clients, duration, lifecycles.Load(), errCount.Load())
+	t.Logf("%d clients, %v: %d pod lifecycles (each: sandbox, app, targeted debug joining the app's PID namespace, teardown), %d errors (%d debug containers not in their target's PID namespace)",
+		clients, duration, lifecycles.Load(), errCount.Load(), notJoined.Load())
+	t.Logf("connections to the shim's socket at most %d at once (the %d clients' own, and the test's)", peakConns, clients)
 	t.Logf("shim fds before/peak/after: %d/%d/%d; goroutines %d/-/%d; threads %d/%d/%d; RSS KiB %d/%d/%d",
 		before.fds, peak.fds, after.fds, goBefore, goAfter, before.threads, peak.threads, after.threads, before.rssKiB, peak.rssKiB, after.rssKiB)
 	if goAfter > goBefore {
@@ -144,6 +165,14 @@ func TestLoad(t *testing.T) {
 	}
 	if lifecycles.Load() == 0 {
 		t.Error("no lifecycle completed")
+	}
+	if peakConns < clients {
+		t.Errorf("at most %d connections to the shim at once, want the %d clients' own", peakConns, clients)
+	}
+	// what the shim says it did agrees with what the containers show
+	_, text := httpGet(t, metrics)
+	if targeted, fellBack := targetingCount(text, "targeted"), targetingCount(text, "fallback"); fellBack != 0 || targeted != int(lifecycles.Load())+1 {
+		t.Errorf("the shim counted %d targeted and %d fallback pid creates, want %d (the lifecycles and the warm-up) and 0", targeted, fellBack, lifecycles.Load()+1)
 	}
 	if got := sandboxes(); got != baseSandboxes {
 		t.Errorf("sandboxes in containerd: %d after, %d before", got, baseSandboxes)
@@ -195,6 +224,9 @@ func lifecycle(c cri, name string) error {
 	if err != nil {
 		return err
 	}
+	if err := joined(ctx, c, sb.GetPodSandboxId(), app, dbg); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	if _, err := c.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 0}); err != nil {
 		return fmt.Errorf("%s StopContainer: %w", name, err)
 	}
@@ -222,4 +254,93 @@ func fdTargets(pid int) map[string]int {
 		out[l]++
 	}
 	return out
+}
+
+// errNotJoined: a debug container is not in its target's PID namespace.
+var errNotJoined = errors.New("debug container not in its target's PID namespace")
+
+// joined checks, from the host, that the debug container is in the app's
+// PID namespace, which is not the pod's (or the check would prove nothing).
+func joined(ctx context.Context, c cri, sandbox, app, dbg string) error {
+	podNS, err := pidNSOf(ctx, c, sandbox, true)
+	if err != nil {
+		return err
+	}
+	appNS, err := pidNSOf(ctx, c, app, false)
+	if err != nil {
+		return err
+	}
+	dbgNS, err := pidNSOf(ctx, c, dbg, false)
+	if err != nil {
+		return err
+	}
+	if appNS == podNS {
+		return fmt.Errorf("the app is in the pod's PID namespace %s: nothing to target", podNS)
+	}
+	if dbgNS != appNS {
+		return fmt.Errorf("%w: in %s, the target's is %s (the pod's %s)", errNotJoined, dbgNS, appNS, podNS)
+	}
+	return nil
+}
+
+// pidNSOf is the PID namespace link of a container's (or sandbox's) process,
+// through c's verbose status.
+func pidNSOf(ctx context.Context, c cri, id string, sandbox bool) (string, error) {
+	var raw string
+	if sandbox {
+		r, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+		if err != nil {
+			return "", fmt.Errorf("PodSandboxStatus %s: %w", id, err)
+		}
+		raw = r.GetInfo()["info"]
+	} else {
+		r, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+		if err != nil {
+			return "", fmt.Errorf("ContainerStatus %s: %w", id, err)
+		}
+		raw = r.GetInfo()["info"]
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(raw), &info); err != nil || info.Pid == 0 {
+		return "", fmt.Errorf("pid of %s: %v (verbose info %.200q)", id, err, raw)
+	}
+	l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", info.Pid))
+	if err != nil {
+		return "", fmt.Errorf("pid namespace of %s: %w", id, err)
+	}
+	return l, nil
+}
+
+// targetingCount sums the shim's pid targeting decisions of one result
+// (targeted, fallback, refused) over stages and reasons.
+func targetingCount(metrics, result string) int {
+	n := 0
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "cri_nstarget_targeting_total{") && strings.Contains(line, `namespace="pid"`) && strings.Contains(line, `result="`+result+`"`) {
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// socketConns counts the connections accepted on a unix socket and still
+// open (in /proc/net/unix, accepted sockets carry the listener's path).
+func socketConns(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		// Num RefCount Protocol Flags Type St Inode Path; St 03: connected
+		f := strings.Fields(line)
+		if len(f) == 8 && f[7] == path && f[5] == "03" {
+			n++
+		}
+	}
+	return n
 }
