@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -34,30 +35,11 @@ func checkLifecycle(t *testing.T, c cri) {
 		t.Fatalf("Version = %v, %v", v, err)
 	}
 
-	events, err := c.rt.GetContainerEvents(ctx(t), &runtimeapi.GetEventsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Read the stream from now on, as kubelet does, and never block:
-	// containerd 2.x first replays up to five minutes of past events and
-	// delivers synchronously, so a subscriber that stops reading stalls every
-	// call that emits an event.
-	var mu sync.Mutex
-	var got []*runtimeapi.ContainerEventResponse
-	var streamErr error
-	go func() {
-		for {
-			ev, err := events.Recv()
-			mu.Lock()
-			if err != nil {
-				streamErr = err
-				mu.Unlock()
-				return
-			}
-			got = append(got, ev)
-			mu.Unlock()
-		}
-	}()
+	// Read the stream from now on, as kubelet does, and never block
+	// (see eventLog).
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := subscribe(t, sctx, "events", c)
 
 	p := runPod(t, c, podMode)
 	id := run(t, c, p, "life", &runtimeapi.NamespaceOption{})
@@ -82,30 +64,12 @@ func checkLifecycle(t *testing.T, c cri) {
 	}
 
 	// the events stream saw the container's creation and start, where the
-	// backend has container events (containerd 1.7+; 1.6 answers Unimplemented,
-	// which TestEventsParity checks the shim relays)
-	seen := map[runtimeapi.ContainerEventType]bool{}
-	deadline := time.Now().Add(10 * time.Second)
-	for !(seen[runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT] && seen[runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT]) && time.Now().Before(deadline) {
-		mu.Lock()
-		err := streamErr
-		for _, ev := range got {
-			if ev.GetContainerId() == id {
-				seen[ev.GetContainerEventType()] = true
-			}
-		}
-		mu.Unlock()
-		if status.Code(err) == codes.Unimplemented {
-			t.Logf("backend has no container events: %v", err)
-			break
-		}
-		if err != nil {
-			t.Fatalf("events: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(seen) == 1 {
-		t.Errorf("events for %s: %v", id, seen)
+	// backend has container events (containerd 1.7+); containerd 1.6 answers
+	// Unimplemented, which TestEventsParity checks the shim relays as it is
+	if hasEvents, version := backendHasEvents(t); hasEvents {
+		events.waitFor(t, id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	} else if err := events.wait(t); status.Code(err) != codes.Unimplemented {
+		t.Errorf("events on containerd %s: %v, want Unimplemented", version, err)
 	}
 
 	_, err = c.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: "0000000000000000000000000000000000000000000000000000000000000000"})
@@ -177,26 +141,153 @@ func TestPassthroughSameBytes(t *testing.T) {
 	}
 }
 
-// GetContainerEvents ends the same way directly and through the shim (on
-// containerd 1.6: Unimplemented, with the same message; on 2.x it stays open
-// until the caller's deadline).
+// backendHasEvents reports whether the containerd under test serves
+// GetContainerEvents (1.7 and later; 1.6 answers Unimplemented), and its
+// version.
+func backendHasEvents(t *testing.T) (bool, string) {
+	t.Helper()
+	v, err := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := v.GetRuntimeVersion()
+	var major, minor int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(version, "v"), "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("containerd version %q: %v", version, err)
+	}
+	return major > 1 || major == 1 && minor >= 7, version
+}
+
+// GetContainerEvents through the shim delivers what containerd delivers.
+// Containerd 1.6 has no container events: there both answer Unimplemented,
+// with the same message. On later versions events must flow: two streams,
+// one direct and one through the shim, subscribed at once, both receive the
+// events of one container's creation, start and stop, and they are the same
+// messages in the same order. (A stream that only ran into the caller's
+// deadline on both sides would show nothing.)
 func TestEventsParity(t *testing.T) {
 	s := startShim(t)
-	first := func(c cri) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		stream, err := c.rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
-		if err != nil {
-			return err
+	hasEvents, version := backendHasEvents(t)
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sides := []*eventLog{subscribe(t, sctx, "direct", direct), subscribe(t, sctx, "shim", shimCRI(s))}
+	if !hasEvents {
+		a, b := status.Convert(sides[0].wait(t)), status.Convert(sides[1].wait(t))
+		if a.Code() != codes.Unimplemented || b.Code() != a.Code() || b.Message() != a.Message() {
+			t.Errorf("containerd %s: direct %v %q; shim %v %q; want Unimplemented both ways, the same message", version, a.Code(), a.Message(), b.Code(), b.Message())
 		}
-		_, err = stream.Recv()
-		return err
+		t.Logf("containerd %s has no GetContainerEvents: direct and shim both answer %v %q", version, b.Code(), b.Message())
+		return
 	}
-	a, b := status.Convert(first(direct)), status.Convert(first(shimCRI(s)))
-	// On containerd 2.x the stream stays open: both ends are the test's own
-	// deadline, worded by whichever side of the client noticed it first.
-	clientSide := a.Code() == codes.DeadlineExceeded
-	if a.Code() != b.Code() || !clientSide && a.Message() != b.Message() {
-		t.Errorf("direct: %v %q; shim: %v %q", a.Code(), a.Message(), b.Code(), b.Message())
+
+	// the events come from containerd; the shim only relays them
+	p := runPod(t, direct, podMode)
+	id := run(t, direct, p, "events", &runtimeapi.NamespaceOption{})
+	if _, err := direct.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
+		t.Fatal(err)
+	}
+	want := []runtimeapi.ContainerEventType{runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
+		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT}
+	var got [2][]*runtimeapi.ContainerEventResponse
+	for i, side := range sides {
+		got[i] = side.waitFor(t, id, want...)
+	}
+	if len(got[0]) != len(got[1]) {
+		t.Fatalf("events of %s: %d direct, %d through the shim", id, len(got[0]), len(got[1]))
+	}
+	for i := range got[0] {
+		if !proto.Equal(got[0][i], got[1][i]) {
+			t.Errorf("event %d of %s differs:\ndirect %v\nshim   %v", i, id, got[0][i], got[1][i])
+		}
+	}
+	t.Logf("containerd %s: %d events of the container received and compared on each side (%d and %d events in all, other containers' included)",
+		version, len(got[0]), sides[0].count(), sides[1].count())
+}
+
+// eventLog reads a GetContainerEvents stream to its end, never blocking
+// the sender (containerd 2.x delivers to each subscriber in turn, so one that
+// stops reading stalls every call that emits an event).
+type eventLog struct {
+	name string
+	mu   sync.Mutex
+	got  []*runtimeapi.ContainerEventResponse
+	err  error         // how the stream ended
+	done chan struct{} // closed when it ended
+}
+
+func subscribe(t *testing.T, ctx context.Context, name string, c cri) *eventLog {
+	t.Helper()
+	l := &eventLog{name: name, done: make(chan struct{})}
+	stream, err := c.rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		l.err = err
+		close(l.done)
+		return l
+	}
+	go func() {
+		defer close(l.done)
+		for {
+			ev, err := stream.Recv()
+			l.mu.Lock()
+			if err != nil {
+				l.err = err
+				l.mu.Unlock()
+				return
+			}
+			l.got = append(l.got, ev)
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// wait is how the stream ended, within 10 s.
+func (l *eventLog) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-l.done:
+		return l.err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: the events stream is still open after 10 s", l.name)
+		return nil
+	}
+}
+
+func (l *eventLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.got)
+}
+
+// waitFor waits up to 20 s for events of container id of each type in
+// want, and returns the events of id received by then.
+func (l *eventLog) waitFor(t *testing.T, id string, want ...runtimeapi.ContainerEventType) []*runtimeapi.ContainerEventResponse {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l.mu.Lock()
+		var of []*runtimeapi.ContainerEventResponse
+		seen := map[runtimeapi.ContainerEventType]bool{}
+		for _, ev := range l.got {
+			if ev.GetContainerId() == id {
+				of = append(of, ev)
+				seen[ev.GetContainerEventType()] = true
+			}
+		}
+		err := l.err
+		l.mu.Unlock()
+		all := true
+		for _, w := range want {
+			all = all && seen[w]
+		}
+		switch {
+		case all:
+			return of
+		case err != nil:
+			t.Fatalf("%s: the events stream ended (%v) before the events %v of %s; had %v", l.name, err, want, id, seen)
+		case time.Now().After(deadline):
+			t.Fatalf("%s: no events %v of %s within 20 s; had %v", l.name, want, id, seen)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
