@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,9 +160,19 @@ func parseSkipList(b []byte) ([]skipEntry, error) {
 	return out, sc.Err()
 }
 
+// critestFloors is how many critest specs must pass, per backend label, for
+// parity to mean anything: a critest that ran nothing passes the same
+// (empty) set both ways. These are the counts measured with this skip list
+// (docs/conformance.md): containerd 1.6.20 84, containerd 2.1.4 92.
+var critestFloors = map[string]int{"containerd-1.6": 84, "containerd-2.1": 92}
+
 // runCritest runs critest against endpoint, writing its JUnit report to
-// junit and its output to log.
-func runCritest(ctx context.Context, bin, endpoint, junit, log string, skips []skipEntry) error {
+// junit and its output to log, and returns the report. critest's exit
+// status must agree with the report it wrote: exit 0 with no failed spec, or
+// exit 1 (go test's "FAIL") with at least one. Anything else (it could not
+// start, was killed, panicked, timed out, or wrote no report) is an error: a
+// run that did not finish must not count as a result.
+func runCritest(ctx context.Context, bin, endpoint, junit, log string, skips []skipEntry) (junitResult, error) {
 	args := []string{
 		"-runtime-endpoint", endpoint, "-image-endpoint", endpoint,
 		"-ginkgo.junit-report", junit, "-ginkgo.no-color", "-ginkgo.timeout", "30m",
@@ -168,9 +180,13 @@ func runCritest(ctx context.Context, bin, endpoint, junit, log string, skips []s
 	for _, s := range skips {
 		args = append(args, "-ginkgo.skip", s.pattern)
 	}
+	// a report left by an earlier run must not stand in for this one's
+	if err := os.Remove(junit); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return junitResult{}, err
+	}
 	f, err := os.Create(log)
 	if err != nil {
-		return err
+		return junitResult{}, err
 	}
 	defer f.Close()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -179,10 +195,35 @@ func runCritest(ctx context.Context, bin, endpoint, junit, log string, skips []s
 	start := time.Now()
 	err = cmd.Run()
 	fmt.Printf("  critest finished in %s (%v); log %s\n", time.Since(start).Round(time.Second), exitText(err), log)
-	if _, serr := os.Stat(junit); serr != nil {
-		return fmt.Errorf("critest wrote no junit report (%v); see %s", err, log)
+	return critestResult(err, junit, log)
+}
+
+// critestResult checks critest's exit (err from exec.Cmd.Run) against the
+// report it wrote.
+func critestResult(runErr error, junit, log string) (junitResult, error) {
+	code := 0
+	if runErr != nil {
+		var exit *exec.ExitError
+		if !errors.As(runErr, &exit) {
+			return junitResult{}, fmt.Errorf("critest did not run: %w", runErr)
+		}
+		if code = exit.ExitCode(); code != 1 { // -1: killed by a signal
+			return junitResult{}, fmt.Errorf("critest did not finish (%v); see %s", runErr, log)
+		}
 	}
-	return nil
+	r, err := readJUnit(junit)
+	if err != nil {
+		return junitResult{}, fmt.Errorf("critest (%s) left no readable report: %w; see %s", exitText(runErr), err, log)
+	}
+	switch {
+	case code == 0 && len(r.Failed) > 0:
+		return r, fmt.Errorf("critest exited 0 but its report has %d failed specs; see %s", len(r.Failed), log)
+	case code == 1 && len(r.Failed) == 0:
+		return r, fmt.Errorf("critest exited 1 but its report has no failed spec: it did not finish; see %s", log)
+	case len(r.Passed)+len(r.Failed) == 0:
+		return r, fmt.Errorf("critest ran no spec; see %s", log)
+	}
+	return r, nil
 }
 
 func exitText(err error) string {

@@ -28,6 +28,7 @@ type runOptions struct {
 	suiteNetwork  string
 	critest       string
 	critestSkip   string
+	critestFloor  int // specs that must pass, directly and through the shim
 	busybox       string
 	standin       string
 	out           string
@@ -47,6 +48,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.suiteNetwork, "suite-pod-network-mode", "host", "the suite's --pod-network-mode: host, or pod (on the CNI bridge)")
 	fs.StringVar(&o.critest, "critest", "", "critest binary; empty skips critest")
 	fs.StringVar(&o.critestSkip, "critest-skip", "hack/critest/skip.txt", "critest skip list (REGEXP | reason)")
+	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 84, containerd-2.1: 92)")
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
 	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")
@@ -70,6 +72,11 @@ func runCmd(ctx context.Context, args []string) error {
 	if o.backend == "" {
 		if o.backend, err = backendLabel(o.containerd); err != nil {
 			return err
+		}
+	}
+	if o.critest != "" && o.critestFloor == 0 {
+		if o.critestFloor = critestFloors[o.backend]; o.critestFloor == 0 {
+			return fmt.Errorf("run: no critest floor recorded for %s: give --critest-min-pass", o.backend)
 		}
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
@@ -160,13 +167,17 @@ func run(ctx context.Context, o runOptions) (err error) {
 		}
 		if o.critest != "" && mode != "shim-strict" { // critest sends no TARGET: strict changes nothing for it
 			junit := filepath.Join(o.out, "critest-"+name+".xml")
-			if err := runCritest(ctx, o.critest, endpoint, junit, filepath.Join(o.out, "critest-"+name+".log"), skips); err != nil {
-				failures = append(failures, err)
-			} else {
+			r, err := runCritest(ctx, o.critest, endpoint, junit, filepath.Join(o.out, "critest-"+name+".log"), skips)
+			switch {
+			case err != nil:
+				failures = append(failures, fmt.Errorf("%s: %w", name, err))
+			case len(r.Passed) < o.critestFloor:
+				failures = append(failures, fmt.Errorf("%s: critest passed %d specs, fewer than the floor of %d", name, len(r.Passed), o.critestFloor))
+			default:
 				junits[mode] = junit
-				if r, err := readJUnit(junit); err == nil {
-					fmt.Printf("  critest %s: %d pass, %d fail, %d skip (%.0fs)\n", name, len(r.Passed), len(r.Failed), len(r.Skipped), r.Seconds)
-				}
+			}
+			if err == nil {
+				fmt.Printf("  critest %s: %d pass, %d fail, %d skip (%.0fs); floor %d\n", name, len(r.Passed), len(r.Failed), len(r.Skipped), r.Seconds, o.critestFloor)
 			}
 		}
 		if shim != nil {
