@@ -181,12 +181,13 @@ conformance: conformance-ci conformance-ci-containerd2
 conformance-report:
 	bin/nstarget-matrix report --docs docs/conformance.md $(CONFORMANCE_OUT)
 
-# critest -benchmark (docs/benchmarks.md): critest v1.34.0's benchmark specs
-# against a private containerd 1.6, directly and through the shim, in
-# alternating rounds, then a side-by-side table (bin/bench-critest/summary.md).
+# critest -benchmark (docs/benchmarks.md), nstarget-bench's critest mode:
+# critest v1.34.0's benchmark specs against a private containerd 1.6, directly
+# and through the shim, in alternating rounds, then a side-by-side table
+# (bin/bench-critest/summary.md).
 # About 2.5 minutes; BENCH_CRITEST_ARGS e.g. "-rounds 12 -pods 40 -containers 40 -images 40" (about 7).
 BENCH_CRITEST_ARGS ?=
 .PHONY: bench-critest
 bench-critest: deps conformance-tools
-	bin/nstarget-matrix bench --shim $(BIN) --critest bin/critest --critest-standin bin/critest-standin \
+	$(GO) run ./cmd/nstarget-bench critest --shim-binary $(BIN) --critest bin/critest --critest-standin bin/critest-standin \
 		--critest-busybox "$$(./hack/busybox-full.sh)" --containerd containerd --out bin/bench-critest $(BENCH_CRITEST_ARGS)

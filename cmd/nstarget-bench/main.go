@@ -5,6 +5,9 @@
 //
 // By default it starts a private containerd and a shim (root needed); with
 // --direct and --shim it measures running endpoints instead.
+//
+//	nstarget-bench [flags]           the CRI measures (make bench)
+//	nstarget-bench critest [flags]   critest -benchmark directly and through the shim (make bench-critest)
 package main
 
 import (
@@ -43,6 +46,16 @@ type options struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "splice" {
 		spliceMain(os.Args[2:])
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "critest" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err := critestCmd(ctx, os.Args[2:])
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nstarget-bench critest:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	var o options

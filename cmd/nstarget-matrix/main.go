@@ -5,11 +5,8 @@
 //	nstarget-matrix run --backend containerd-1.6 --suite bin/nstarget-conformance --critest bin/critest --out DIR
 //	nstarget-matrix compare DIR/critest-containerd-1.6-direct.xml DIR/critest-containerd-1.6-shim.xml
 //	nstarget-matrix report --docs docs/conformance.md DIR
-//	nstarget-matrix bench --critest bin/critest --shim bin/cri-nstarget --out DIR
 //
-// bench runs `critest -benchmark` against a private containerd directly and
-// through the shim, alternating, and prints the timings side by side
-// (docs/benchmarks.md).
+// critest -benchmark is nstarget-bench's (nstarget-bench critest).
 //
 // run needs root, containerd and runc (make deps); critest also needs
 // iptables, iproute2 and containernetworking-plugins for its pod network.
@@ -38,8 +35,6 @@ func main() {
 		err = compareCmd(os.Args[2:])
 	case "report":
 		err = reportCmd(os.Args[2:])
-	case "bench":
-		err = benchCmd(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -50,7 +45,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: nstarget-matrix run|compare|report|bench [flags]")
+	fmt.Fprintln(os.Stderr, "usage: nstarget-matrix run|compare|report [flags]")
 	os.Exit(2)
 }
 

@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critest"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
@@ -70,7 +70,7 @@ func runCmd(ctx context.Context, args []string) error {
 		return errors.New("run: --critest-busybox is empty (did hack/busybox-full.sh fail?)")
 	}
 	if o.backend == "" {
-		if o.backend, err = backendLabel(o.containerd); err != nil {
+		if o.backend, err = critest.BackendLabel(o.containerd); err != nil {
 			return err
 		}
 	}
@@ -83,19 +83,6 @@ func runCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	return run(ctx, o)
-}
-
-// backendLabel is "containerd-MAJOR.MINOR" from `containerd --version`.
-func backendLabel(bin string) (string, error) {
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("%s --version: %w", bin, err)
-	}
-	m := regexp.MustCompile(`\bv?(\d+)\.(\d+)\.\d+`).FindSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("%s --version: no version in %q", bin, out)
-	}
-	return fmt.Sprintf("containerd-%s.%s", m[1], m[2]), nil
 }
 
 func run(ctx context.Context, o runOptions) (err error) {
@@ -112,12 +99,12 @@ func run(ctx context.Context, o runOptions) (err error) {
 		if skips, err = readSkipList(o.critestSkip); err != nil {
 			return err
 		}
-		if envOpts.Images, err = critestImages(o.busybox, o.standin); err != nil {
+		if envOpts.Images, err = critest.Images(o.busybox, o.standin); err != nil {
 			return err
 		}
-		envOpts.RegistryAliases = critestAliases
+		envOpts.RegistryAliases = critest.Aliases
 	}
-	env, err := startBackend(ctx, o.backend, tmp, envOpts, o.critest != "" || o.suiteNetwork == "pod")
+	env, err := critest.StartBackend(ctx, o.backend, tmp, envOpts, o.critest != "" || o.suiteNetwork == "pod")
 	if err != nil {
 		return err
 	}
@@ -200,59 +187,6 @@ func run(ctx context.Context, o runOptions) (err error) {
 	fmt.Printf("• %s: done in %s; checks that decide the run (suite through the shim, critest parity, clean runs):\n", o.backend, time.Since(start).Round(time.Second))
 	fmt.Printf("%s: %d passed, %d failed\n", o.backend, passed, failedCases+len(failures))
 	return errors.Join(failures...)
-}
-
-// backend is a private containerd (internal/harness) with its registry
-// and, when pods need a network, a CNI bridge.
-type backend struct {
-	*harness.Env
-	bridge *harness.Bridge
-}
-
-// startBackend starts the CNI bridge (if network), then containerd in
-// opts.Dir under tmp, and pulls the harness's images through containerd's
-// CRI. Close undoes it all.
-func startBackend(ctx context.Context, label, tmp string, opts harness.EnvOptions, network bool) (_ *backend, err error) {
-	b := &backend{}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, b.Close())
-		}
-	}()
-	if network {
-		if b.bridge, err = harness.StartBridge(filepath.Join(tmp, "net")); err != nil {
-			return nil, err
-		}
-		opts.CNIConfList = b.bridge.ConfList()
-		fmt.Printf("• pod network: bridge %s, %s (forwarding off the bridge dropped)\n", b.bridge.Name, b.bridge.Subnet)
-	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
-		return nil, err
-	}
-	fmt.Printf("• %s: starting %s in %s\n", label, opts.Binary, opts.Dir)
-	if b.Env, err = harness.StartWith(ctx, opts); err != nil {
-		return nil, err
-	}
-	if err := b.PullImages(ctx, b.Containerd.Endpoint()); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// Close stops containerd (and so its pods), then removes the bridge.
-func (b *backend) Close() error {
-	var errs []error
-	if b.Env != nil {
-		if err := b.Env.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("stop containerd: %w", err))
-		}
-	}
-	if b.bridge != nil {
-		if err := b.bridge.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remove CNI bridge: %w", err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // runSuite runs the TARGET suite binary and counts its passed and failed

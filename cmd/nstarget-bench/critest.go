@@ -15,12 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critest"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
-// benchOptions configure `nstarget-matrix bench`: critest -benchmark
+// critestOptions configure `nstarget-bench critest`: critest -benchmark
 // against one private containerd, directly and through the shim.
-type benchOptions struct {
+type critestOptions struct {
 	backend       string
 	containerd    string
 	configVersion int
@@ -45,22 +46,14 @@ type benchParams struct {
 	ImagesNumberParallel     int `json:"imagesNumberParallel,omitempty"`
 }
 
-// benchAliases are the registries critest -benchmark pulls from besides
-// critestAliases: its image benchmarks use public.ecr.aws/docker/library/busybox.
-var benchAliases = []string{"public.ecr.aws"}
-
-// benchImageTags are the busybox tags critest v1.34.0's image benchmarks
-// name (pkg/benchmark/image.go, the amd64 list): the first is pulled and
-// removed, all of them are removed after each image spec.
-var benchImageTags = []string{"1.35.0-glibc", "1-uclibc", "1", "1-glibc", "1-musl"}
-
-func benchCmd(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	var o benchOptions
+// critestCmd is `nstarget-bench critest [flags]`.
+func critestCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("critest", flag.ExitOnError)
+	var o critestOptions
 	fs.StringVar(&o.backend, "backend", "", "label of the backend (default: containerd-MAJOR.MINOR from --version)")
 	fs.StringVar(&o.containerd, "containerd", "containerd", "containerd binary")
 	fs.IntVar(&o.configVersion, "config-version", 0, "containerd config version: 2 or 3; 0 detects it")
-	fs.StringVar(&o.shim, "shim", "bin/cri-nstarget", "cri-nstarget binary")
+	fs.StringVar(&o.shim, "shim-binary", "bin/cri-nstarget", "cri-nstarget binary")
 	fs.StringVar(&o.critest, "critest", "bin/critest", "critest binary")
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox the images are built from (hack/busybox-full.sh)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "stand-in binary for critest's pause, nginx, httpd and nonewprivs images")
@@ -74,13 +67,13 @@ func benchCmd(ctx context.Context, args []string) error {
 	fs.Parse(args)
 	o.params.PodsNumberParallel, o.params.ContainersNumberParallel, o.params.ImagesNumberParallel = parallel, parallel, parallel
 	if os.Geteuid() != 0 {
-		return errors.New("bench: needs root (containerd, runc, CNI)")
+		return errors.New("critest: needs root (containerd, runc, CNI)")
 	}
 	if o.rounds < 1 {
-		return fmt.Errorf("bench: --rounds %d: want at least 1", o.rounds)
+		return fmt.Errorf("critest: --rounds %d: want at least 1", o.rounds)
 	}
 	if o.busybox == "" {
-		return errors.New("bench: --critest-busybox is empty (did hack/busybox-full.sh fail?)")
+		return errors.New("critest: --critest-busybox is empty (did hack/busybox-full.sh fail?)")
 	}
 	var err error
 	for _, p := range []*string{&o.shim, &o.critest, &o.standin, &o.out} {
@@ -89,7 +82,7 @@ func benchCmd(ctx context.Context, args []string) error {
 		}
 	}
 	if o.backend == "" {
-		if o.backend, err = backendLabel(o.containerd); err != nil {
+		if o.backend, err = critest.BackendLabel(o.containerd); err != nil {
 			return err
 		}
 	}
@@ -99,10 +92,12 @@ func benchCmd(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	return bench(ctx, o)
+	return critestBench(ctx, o)
 }
 
-func bench(ctx context.Context, o benchOptions) (err error) {
+// critestBench runs critest -benchmark against one containerd and one shim
+// in front of it, alternating, and writes the side-by-side summary.
+func critestBench(ctx context.Context, o critestOptions) (err error) {
 	start := time.Now()
 	tmp, err := os.MkdirTemp("/tmp", "nsb-")
 	if err != nil {
@@ -110,21 +105,13 @@ func bench(ctx context.Context, o benchOptions) (err error) {
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
 
-	images, err := critestImages(o.busybox, o.standin)
+	images, err := critest.BenchImages(o.busybox, o.standin)
 	if err != nil {
 		return err
 	}
-	for _, tag := range benchImageTags {
-		img, err := harness.BuildImage(harness.ImageOptions{Busybox: o.busybox, Cmd: []string{"sh"},
-			Files: []harness.File{{Name: "benchmark-image-" + tag, Mode: 0o644}}})
-		if err != nil {
-			return fmt.Errorf("build benchmark image busybox:%s: %w", tag, err)
-		}
-		images["docker/library/busybox:"+tag] = img
-	}
 	envOpts := harness.EnvOptions{Dir: filepath.Join(tmp, "c"), Binary: o.containerd, ConfigVersion: o.configVersion,
-		Images: images, RegistryAliases: append(slices.Clone(critestAliases), benchAliases...)}
-	env, err := startBackend(ctx, o.backend, tmp, envOpts, true)
+		Images: images, RegistryAliases: append(slices.Clone(critest.Aliases), critest.BenchAliases...)}
+	env, err := critest.StartBackend(ctx, o.backend, tmp, envOpts, true)
 	if err != nil {
 		return err
 	}
@@ -196,6 +183,14 @@ func bench(ctx context.Context, o benchOptions) (err error) {
 	return errors.Join(failures...)
 }
 
+// exitStatus is how a command ended, for a log line.
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit 0"
+	}
+	return err.Error()
+}
+
 // shimVersion is the shim's --version and the start of its sha256, which
 // tells apart builds of a dirty tree.
 func shimVersion(bin string) (string, error) {
@@ -253,7 +248,7 @@ func runCritestBench(ctx context.Context, bin, endpoint, params, dir string) err
 	cmd.Dir = dir
 	start := time.Now()
 	err = cmd.Run()
-	fmt.Printf("  %s: critest -benchmark finished in %s (%v); log %s\n", filepath.Base(dir), time.Since(start).Round(time.Second), exitText(err), log)
+	fmt.Printf("  %s: critest -benchmark finished in %s (%v); log %s\n", filepath.Base(dir), time.Since(start).Round(time.Second), exitStatus(err), log)
 	if _, serr := os.Stat(filepath.Join(dir, "junit.xml")); serr != nil {
 		return fmt.Errorf("critest wrote no junit report (%v); see %s", err, log)
 	}
@@ -411,7 +406,7 @@ func ms(ns int64) string {
 	}
 }
 
-func ratio(shim, direct int64) string {
+func ratioText(shim, direct int64) string {
 	if direct == 0 {
 		return ""
 	}
@@ -464,7 +459,7 @@ func ratioOrDash(d, s []int64, sv, dv int64) string {
 	if len(d) == 0 || len(s) == 0 {
 		return "–"
 	}
-	return ratio(sv, dv)
+	return ratioText(sv, dv)
 }
 
 func sortedCopy(xs []int64) []int64 {

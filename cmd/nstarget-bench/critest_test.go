@@ -27,14 +27,14 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-// testdata/bench is one critest -benchmark output directory, trimmed: a
+// testdata/critest is one critest -benchmark output directory, trimmed: a
 // pod data file (with a datapoint of the wrong length, which is dropped),
 // an image listing file, and a ginkgo JSON report with the from-scratch
 // measurement, a failed benchmark spec and a validation spec (ignored).
 func TestBenchSideAdd(t *testing.T) {
 	s := newBenchSide()
 	for range 2 {
-		if err := s.add("testdata/bench"); err != nil {
+		if err := s.add("testdata/critest"); err != nil {
 			t.Fatal(err)
 		}
 	}
