@@ -14,7 +14,7 @@ func benchSpec() []byte {
 	s := specs.Spec{Version: "1.1.0", Hostname: "pod", Root: &specs.Root{Path: "rootfs"},
 		Process: &specs.Process{Args: []string{"sleep", "3600"}, Cwd: "/", Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME=pod"},
 			Capabilities: &specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}},
-			OOMScoreAdj: new(int)},
+			OOMScoreAdj:  new(int)},
 		Annotations: map[string]string{"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-id": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
 		Linux: &specs.Linux{CgroupsPath: "/kubepods/besteffort/pod/ctr", MaskedPaths: []string{"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"},
 			ReadonlyPaths: []string{"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},

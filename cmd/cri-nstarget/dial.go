@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -30,22 +28,10 @@ func dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(reconnect),
-		grpc.WithSharedWriteBuffer(true),
 	}, opts...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
 	return conn, nil
-}
-
-// unixDialer opens connections of the shim's own to a unix-socket endpoint,
-// one per client connection (the relay); nil for other endpoints.
-func unixDialer(endpoint string) func(ctx context.Context) (net.Conn, error) {
-	path, ok := strings.CutPrefix(endpoint, "unix://")
-	if !ok && strings.Contains(endpoint, "://") {
-		return nil
-	}
-	var d net.Dialer
-	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", path) }
 }
