@@ -88,8 +88,10 @@ endif
 demo: deps build
 	./bin/nstarget-lab demo --shim $(BIN)
 
-# The shim against the containerd behind it, interleaved; BENCH_ARGS e.g.
-# "-count 50 -calls 5000 -duration 20s". See docs/benchmarks.md.
+# The shim and a byte splice (the floor of any proxy) against the containerd
+# behind them, interleaved in one run; ends with the table of docs/benchmarks.md
+# (figure | target | measured | met/missed). BENCH_ARGS e.g.
+# "-count 100 -calls 3000 -duration 12s".
 BENCH_ARGS ?=
 bench: deps build
 	$(GO) run ./cmd/nstarget-bench -shim-binary $(BIN) $(BENCH_ARGS)

@@ -1,7 +1,11 @@
 // Command nstarget-bench measures cri-nstarget against the containerd behind
 // it, in the same run: every measure alternates direct and proxied rounds so
-// that machine noise falls on both sides. It prints min/median/p99 and the
-// ratios against the targets of docs/benchmarks.md.
+// that machine noise falls on all sides. Besides the shim, the latency and
+// throughput measures take a third side, a byte splice in front of the same
+// containerd (a process of its own that copies bytes and parses nothing):
+// the floor of any proxy's cost on this machine. It ends with the figures of
+// docs/benchmarks.md, each against its target, as markdown, with the command
+// line and the machine.
 //
 // By default it starts a private containerd and a shim (root needed); with
 // --direct and --shim it measures running endpoints instead.
@@ -17,9 +21,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -28,7 +36,7 @@ import (
 
 type options struct {
 	count       int           // rounds per latency measure (lifecycles, TARGET)
-	calls       int           // calls per side for unary latency
+	calls       int           // calls per side for unary latency and each ListContainers point
 	duration    time.Duration // per side, for throughput
 	clients     int
 	containers  int // containers present for ListContainers
@@ -40,7 +48,6 @@ type options struct {
 	sandboxSize []int // ListContainers scaling points
 	only        string
 	verbose     bool
-	floor       bool
 }
 
 func main() {
@@ -48,45 +55,45 @@ func main() {
 		spliceMain(os.Args[2:])
 		return
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	if len(os.Args) > 1 && os.Args[1] == "critest" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		err := critestCmd(ctx, os.Args[2:])
-		stop()
-		if err != nil {
+		if err := critestCmd(ctx, os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "nstarget-bench critest:", err)
+			stop()
 			os.Exit(1)
 		}
 		return
 	}
 	var o options
 	flag.IntVar(&o.count, "count", 20, "rounds per side for pod lifecycles and TARGET create+start")
-	flag.IntVar(&o.calls, "calls", 2000, "calls per side for unary latency")
+	flag.IntVar(&o.calls, "calls", 2000, "calls per side for unary latency and for each ListContainers scaling point")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "time per side for the concurrent throughput measure")
-	flag.IntVar(&o.clients, "clients", 64, "concurrent clients for throughput")
-	flag.IntVar(&o.containers, "containers", 200, "containers present for ListContainers")
+	flag.IntVar(&o.clients, "clients", clientsHeadline, "concurrent clients for throughput")
+	flag.IntVar(&o.containers, "containers", 200, "containers present for the unary and throughput measures")
 	flag.StringVar(&o.shimBin, "shim-binary", "bin/cri-nstarget", "cri-nstarget binary to start (without --shim)")
-	flag.StringVar(&o.direct, "direct", "", "containerd CRI endpoint to measure (with --shim; default: start one)")
+	flag.StringVar(&o.direct, "direct", "", "containerd CRI endpoint to measure, a unix socket (with --shim; default: start one)")
 	flag.StringVar(&o.shim, "shim", "", "cri-nstarget endpoint in front of --direct")
-	flag.IntVar(&o.shimPID, "shim-pid", 0, "pid of the --shim process, for its memory")
+	flag.IntVar(&o.shimPID, "shim-pid", 0, "pid of the --shim process, for its memory and CPU time")
 	flag.StringVar(&o.image, "image", "", "busybox-like image present on the backend (default: the private one's)")
 	flag.StringVar(&o.only, "only", "", "comma-separated measures to run (lifecycle,target,scaling,unary,throughput); default all")
 	flag.BoolVar(&o.verbose, "v", false, "print each slice of the throughput measure")
-	flag.BoolVar(&o.floor, "floor", false, "measure a plain byte splice in front of containerd instead of the shim: the floor of any proxy's cost here (use with -only unary,throughput)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "nstarget-bench: unexpected arguments", flag.Args())
 		os.Exit(2)
 	}
-	o.sandboxSize = []int{10, 100, 300}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
+	o.sandboxSize = []int{10, 100, listAtHeadline}
+	if err := run(ctx, o, commandLine(os.Args[1:])); err != nil {
 		fmt.Fprintln(os.Stderr, "nstarget-bench:", err)
+		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options, command string) error {
+	started := time.Now()
+	m := machineFacts()
 	if o.direct == "" {
 		if os.Geteuid() != 0 {
 			return fmt.Errorf("needs root to start containerd (or give --direct and --shim)")
@@ -105,43 +112,54 @@ func run(ctx context.Context, o options) error {
 		}
 		defer os.RemoveAll(dir)
 		bin, _ := filepath.Abs(o.shimBin)
+		if m.shim, err = shimVersion(bin); err != nil {
+			return err
+		}
 		s, err := harness.StartShim(ctx, bin, dir, env.Containerd, "--log-level", "warn")
 		if err != nil {
 			return err
 		}
 		defer s.Close()
 		o.direct, o.shim, o.shimPID, o.image = env.Containerd.Endpoint(), s.Endpoint(), s.PID(), env.BusyboxImage
+		m.containerd = "private, " + o.direct
 		fmt.Printf("containerd %s (private), cri-nstarget pid %d\n", o.direct, o.shimPID)
-	}
-	if o.floor {
-		dir, err := os.MkdirTemp("/tmp", "nsb-floor-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		ep, pid, stop, err := startSpliceProcess(dir, o.direct)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		o.shim, o.shimPID = ep, pid
-		fmt.Printf("-floor: the \"shim\" side below is a byte splice (io.Copy, pid %d), not cri-nstarget\n", pid)
+	} else {
+		m.containerd, m.shim = o.direct, o.shim+" (running; version not known here)"
 	}
 	if o.shim == "" || o.image == "" {
 		return fmt.Errorf("--shim and --image go with --direct")
 	}
-	d, err := dial(o.direct)
+	dir, err := os.MkdirTemp("/tmp", "nsb-splice-")
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	p, err := dial(o.shim)
+	defer os.RemoveAll(dir)
+	spliceEP, splicePID, stopSplice, err := startSpliceProcess(dir, o.direct)
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	b := &bench{o: o, direct: newSide("direct", d), shim: newSide("shim", p)}
-	return b.all(ctx)
+	defer stopSplice()
+	m.splice = fmt.Sprintf("`nstarget-bench splice`, io.Copy both ways, one containerd connection per client connection, a process of its own (pid %d)", splicePID)
+	fmt.Printf("splice %s (pid %d)\n", spliceEP, splicePID)
+
+	var b bench
+	b.o = o
+	for k, ep := range [nSides]string{o.direct, o.shim, spliceEP} {
+		c, err := dial(ep)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		b.sides[k] = side{name: sideNames[k], rt: runtimeapi.NewRuntimeServiceClient(c), pid: [nSides]int{0, o.shimPID, splicePID}[k]}
+	}
+	if v, err := b.sides[sideDirect].rt.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
+		m.containerd = fmt.Sprintf("%s %s (%s)", v.GetRuntimeName(), v.GetRuntimeVersion(), m.containerd)
+	}
+	if err := b.all(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\n%s", detailTable(b.results), summary(command, m, started, time.Since(started), b.figures))
+	return nil
 }
 
 func dial(endpoint string) (*grpc.ClientConn, error) {
@@ -152,10 +170,42 @@ func dial(endpoint string) (*grpc.ClientConn, error) {
 type side struct {
 	name string
 	rt   runtimeapi.RuntimeServiceClient
+	pid  int // the process serving it, for its RSS and CPU time; 0: not measured
 }
 
-func newSide(name string, c *grpc.ClientConn) side {
-	return side{name: name, rt: runtimeapi.NewRuntimeServiceClient(c)}
+// machineFacts reads what the summary says about this machine; what
+// cannot be read is left empty.
+func machineFacts() machine {
+	m := machine{cpus: runtime.NumCPU()}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		m.cpuModel = field(string(b), "model name", ":")
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if f := strings.Fields(field(string(b), "MemTotal", ":")); len(f) > 0 {
+			if kib, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				m.memory = fmt.Sprintf("%.0f GiB", float64(kib)/(1<<20))
+			}
+		}
+	}
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		m.os = strings.Trim(field(string(b), "PRETTY_NAME", "="), `"`)
+	}
+	return m
+}
+
+// field is the value of the first line "key<sep>value" of text, trimmed.
+func field(text, key, sep string) string {
+	for _, line := range strings.Split(text, "\n") {
+		k, v, ok := strings.Cut(line, sep)
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func signalNotify(c chan os.Signal) { signal.Notify(c, syscall.SIGINT, syscall.SIGTERM) }

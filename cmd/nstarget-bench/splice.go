@@ -63,7 +63,7 @@ func spliceMain(args []string) {
 // startSplice serves a unix socket in dir that copies bytes to and from the
 // backend endpoint, one backend connection per client connection, without
 // looking at them: the least any proxy in front of containerd can cost on
-// this machine (-floor).
+// this machine, the third side of the latency and throughput measures.
 func startSplice(dir, backend string) (endpoint string, stop func(), err error) {
 	path := filepath.Join(dir, "splice.sock")
 	lis, err := net.Listen("unix", path)

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The sides a measure alternates between, in table order.
+const (
+	sideDirect = iota // containerd's CRI socket
+	sideShim          // cri-nstarget in front of it
+	sideSplice        // a byte splice in front of it: the floor of any proxy
+	nSides
+)
+
+var sideNames = [nSides]string{"direct", "shim", "splice"}
+
+// result is one row of the details table.
+type result struct {
+	measure string
+	sides   [nSides]stats // n == 0: not measured on that side
+	figure  string        // what the row shows, in a few words
+}
+
+// verdict is the last column of the summary table.
+type verdict string
+
+const (
+	met      verdict = "met"
+	missed   verdict = "missed"
+	reported verdict = "reported" // a figure without a target
+	noBound  verdict = "n/a"      // the target depends on a floor that was not above zero
+)
+
+// outcome is what a run measured for one figure of the summary table.
+type outcome struct {
+	measured string
+	verdict  verdict
+}
+
+// The figures of the summary table (issue 10, item 7), in its order.
+const (
+	figLifecycle    = "pod lifecycle (7 calls), shim/direct p50"
+	figVersionP50   = "unary added latency p50, Version"
+	figVersionP99   = "unary added latency p99, Version"
+	figStatusP50    = "unary added latency p50, ContainerStatus"
+	figStatusP99    = "unary added latency p99, ContainerStatus"
+	figList300      = "ListContainers at 300 containers, added p50"
+	figThroughput   = "64-client throughput, shim/direct"
+	figRSS          = "shim RSS under that load (peak)"
+	figCPU          = "shim CPU time per 1,000 relayed calls, under that load"
+	figTarget       = "debug container create+start, pid TARGET: shim p50 − containerd's own p50"
+	listAtHeadline  = 300 // containers, for figList300
+	clientsHeadline = 64  // clients, for figThroughput
+)
+
+var headline = []struct{ name, target string }{
+	{figLifecycle, "≤ 1.02"},
+	{figVersionP50, "≤ 2× the splice's added p50"},
+	{figVersionP99, "≤ 4× the splice's added p99"},
+	{figStatusP50, "≤ 2× the splice's added p50"},
+	{figStatusP99, "≤ 4× the splice's added p99"},
+	{figList300, "≤ 2× the splice's added p50"},
+	{figThroughput, "≥ 0.90"},
+	{figRSS, "≤ 25 MiB"},
+	{figCPU, "reported"},
+	{figTarget, "≤ +2 ms"},
+}
+
+// atMost is v against a ceiling, v printed with format.
+func atMost(format string, v, limit float64) outcome {
+	return outcome{fmt.Sprintf(format, v), judge(v <= limit)}
+}
+
+// atLeast is v against a floor, v printed with format.
+func atLeast(format string, v, limit float64) outcome {
+	return outcome{fmt.Sprintf(format, v), judge(v >= limit)}
+}
+
+func judge(ok bool) verdict {
+	if ok {
+		return met
+	}
+	return missed
+}
+
+// vsFloor judges the latency the shim adds to a direct call against k times
+// what the splice adds in the same run. When the splice adds nothing (noise
+// can put its p99 under the direct one), no bound follows from it: the
+// figure is met only if the shim adds nothing either.
+func vsFloor(shimAdded, spliceAdded time.Duration, k float64) outcome {
+	m := signed(shimAdded) + " (splice " + signed(spliceAdded)
+	switch {
+	case spliceAdded > 0:
+		r := float64(shimAdded) / float64(spliceAdded)
+		return outcome{m + fmt.Sprintf(": %.2f×)", r), judge(r <= k)}
+	case shimAdded <= 0:
+		return outcome{m + ")", met}
+	default:
+		return outcome{m + ", no bound from it)", noBound}
+	}
+}
+
+// signed is d rounded, with its sign.
+func signed(d time.Duration) string {
+	if d < 0 {
+		return round(d).String()
+	}
+	return "+" + round(d).String()
+}
+
+// summaryTable is the table of issue 10's item 7: every headline figure, in
+// order, measured or not.
+func summaryTable(got map[string]outcome) string {
+	var b strings.Builder
+	b.WriteString("| figure | target | measured | met/missed |\n|---|---|---|---|\n")
+	for _, h := range headline {
+		o, ok := got[h.name]
+		if !ok {
+			o = outcome{"not measured in this run", "–"}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", h.name, h.target, o.measured, o.verdict)
+	}
+	return b.String()
+}
+
+// detailTable is every measure's min / p50 / p99 on each side.
+func detailTable(results []result) string {
+	var b strings.Builder
+	b.WriteString("| measure |")
+	for _, n := range sideNames {
+		fmt.Fprintf(&b, " %s min / p50 / p99 |", n)
+	}
+	b.WriteString(" figure |\n|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s |", r.measure)
+		for _, s := range r.sides {
+			fmt.Fprintf(&b, " %s |", s)
+		}
+		fmt.Fprintf(&b, " %s |\n", r.figure)
+	}
+	return b.String()
+}
+
+// machine is what the summary says about where it ran.
+type machine struct {
+	cpus       int
+	cpuModel   string
+	memory     string // e.g. "24 GiB"
+	kernel     string
+	os         string
+	containerd string // the CRI Version answer, and whether private
+	shim       string // its --version and sha256, or how it was reached
+	splice     string
+}
+
+func (m machine) String() string {
+	cpu := strconv.Itoa(m.cpus) + " CPUs (nproc)"
+	if m.cpuModel != "" {
+		cpu += ", " + m.cpuModel
+	}
+	lines := []string{
+		"- machine: " + strings.Join(nonEmpty(cpu, m.memory, m.os, "kernel "+m.kernel), ", "),
+		"- containerd: " + m.containerd,
+		"- shim: " + m.shim,
+		"- splice (the floor): " + m.splice,
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" && s != "kernel " {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// commandLine is args as a shell would take them back.
+func commandLine(args []string) string {
+	parts := []string{"nstarget-bench"}
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// summary is what a run ends with: pasted as is into docs/benchmarks.md.
+func summary(command string, m machine, when time.Time, took time.Duration, got map[string]outcome) string {
+	return fmt.Sprintf("Command: `%s` (%s, %s)\n\n%s\n%s", command,
+		when.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), m, summaryTable(got))
+}
