@@ -30,7 +30,7 @@ const DefaultPath = "/etc/cri-nstarget/config.toml"
 // file; the flag is the key with '-' for '_'; the comment tag is the flag's
 // usage and the comment above the key in `cri-nstarget config default`.
 type Config struct {
-	Listen              string   `toml:"listen" comment:"CRI socket served to kubelet and crictl (unix:///absolute/path); mode 0660"`
+	Listen              string   `toml:"listen" comment:"CRI socket served to kubelet and crictl (unix:///absolute/path, or /absolute/path); mode 0660"`
 	RuntimeEndpoint     string   `toml:"runtime_endpoint" comment:"backend CRI endpoint (containerd's CRI plugin)"`
 	ContainerdAddress   string   `toml:"containerd_address" comment:"containerd API socket, for container specs and task pids"`
 	ContainerdNamespace string   `toml:"containerd_namespace" comment:"containerd namespace of CRI objects"`
@@ -243,7 +243,7 @@ func (c Config) problems() []problem {
 			ps = append(ps, problem{key, err.Error()})
 		}
 	}
-	add("listen", unixPath(c.Listen, false))
+	add("listen", unixPath(c.Listen, true))
 	add("runtime_endpoint", unixPath(c.RuntimeEndpoint, true))
 	add("containerd_address", unixPath(c.ContainerdAddress, true))
 	if c.ContainerdNamespace == "" || strings.ContainsAny(c.ContainerdNamespace, "/ \x00") {

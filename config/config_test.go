@@ -83,11 +83,11 @@ metrics_address = "127.0.0.1:9795"
 		},
 		{
 			desc: "bad enum, with every other bad value",
-			toml: "log_format = \"xml\"\nlog_level = \"loud\"\nlisten = \"/run/x.sock\"\nstate_dir = \"run\"\nmetrics_address = \"9795\"\n",
+			toml: "log_format = \"xml\"\nlog_level = \"loud\"\nlisten = \"run/x.sock\"\nstate_dir = \"run\"\nmetrics_address = \"9795\"\n",
 			errs: []string{
 				`cfg.toml:1: log_format: "xml" is not a log format (want text or json)`,
 				`cfg.toml:2: log_level: "loud" is not a log level`,
-				`cfg.toml:3: listen: "/run/x.sock": want unix:///absolute/path`,
+				`cfg.toml:3: listen: "run/x.sock": want unix:///absolute/path or /absolute/path`,
 				`cfg.toml:4: state_dir: "run" is not an absolute path`,
 				`cfg.toml:5: metrics_address: "9795": want host:port`,
 			},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || version {
 		t.Fatalf("parseFlags: %v, version=%v", err, version)
 	}
-	if cfg.shutdownTimeout != 3*time.Second || cfg.metricsAddress != "127.0.0.1:0" || !cfg.strict || cfg.listen != "unix:///run/cri-nstarget/cri.sock" {
+	if time.Duration(cfg.ShutdownTimeout) != 3*time.Second || cfg.MetricsAddress != "127.0.0.1:0" || !cfg.StrictTargeting || cfg.Listen != "unix:///run/cri-nstarget/cri.sock" {
 		t.Errorf("parseFlags = %+v", cfg)
 	}
 	// --version does not depend on a usable configuration.
@@ -68,5 +69,43 @@ func TestParseFlags(t *testing.T) {
 	var out bytes.Buffer
 	if _, _, err := parseFlags([]string{"--config", bad}, &out); err == nil || !strings.Contains(out.String(), "bad.toml:1: nonsense: unknown key") {
 		t.Errorf("bad config: %v, output %q", err, out.String())
+	}
+}
+
+// TestMain runs main itself when asked to, so that tests can see its exit
+// status as a user would.
+func TestMain(m *testing.M) {
+	if os.Getenv("NST_RUN_MAIN") == "1" {
+		os.Args = append([]string{"cri-nstarget"}, strings.Fields(os.Getenv("NST_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestExitStatus: asking for help is no error (0); a bad flag is (2).
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args   string
+		status int
+		out    string
+	}{
+		{"-h", 0, "-listen"},
+		{"--help", 0, "-state-dir"},
+		{"--no-such-flag", 2, "flag provided but not defined"},
+		{"--config= --listen run/x.sock", 2, "want unix:///absolute/path or /absolute/path"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "NST_RUN_MAIN=1", "NST_ARGS="+tc.args)
+		out, err := cmd.CombinedOutput()
+		status := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			status = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if status != tc.status || !strings.Contains(string(out), tc.out) {
+			t.Errorf("cri-nstarget %s: exit %d, output %q; want exit %d and %q", tc.args, status, out, tc.status, tc.out)
+		}
 	}
 }

@@ -5,17 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
-	"os/user"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -30,25 +26,14 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-type config struct {
-	listen              string
-	runtimeEndpoint     string
-	containerdAddress   string
-	containerdNamespace string
-	stateDir            string
-	strict              bool
-	logLevel            string
-	logFormat           string
-	shutdownTimeout     time.Duration
-	metricsAddress      string
-	socketGroup         string
-}
-
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "config" {
 		os.Exit(configCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	cfg, showVersion, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h, --help: the usage is written; asking for it is no error
+	}
 	if err != nil {
 		os.Exit(2)
 	}
@@ -56,7 +41,7 @@ func main() {
 		fmt.Printf("cri-nstarget %s (CRI v1, %s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return
 	}
-	log, err := newLogger(cfg.logLevel, cfg.logFormat)
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cri-nstarget:", err)
 		os.Exit(2)
@@ -71,33 +56,21 @@ func main() {
 
 // parseFlags reads the configuration file (--config) and the flags, which
 // override it (package config). --version works whatever the file holds.
-func parseFlags(args []string, out io.Writer) (config, bool, error) {
+func parseFlags(args []string, out io.Writer) (conf.Config, bool, error) {
 	showVersion := false
 	c, err := conf.Parse(args, out, func(fs *flag.FlagSet) {
 		fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	})
 	if err != nil {
 		if showVersion && !conf.IsUsage(err) {
-			return config{}, true, nil
+			return conf.Config{}, true, nil
 		}
 		if !conf.IsUsage(err) {
 			fmt.Fprintln(out, "cri-nstarget:", err)
 		}
-		return config{}, false, err
+		return conf.Config{}, false, err
 	}
-	return config{
-		listen:              c.Listen,
-		runtimeEndpoint:     c.RuntimeEndpoint,
-		containerdAddress:   c.ContainerdAddress,
-		containerdNamespace: c.ContainerdNamespace,
-		stateDir:            c.StateDir,
-		strict:              c.StrictTargeting,
-		logLevel:            c.LogLevel,
-		logFormat:           c.LogFormat,
-		shutdownTimeout:     time.Duration(c.ShutdownTimeout),
-		metricsAddress:      c.MetricsAddress,
-		socketGroup:         c.SocketGroup,
-	}, showVersion, nil
+	return c, showVersion, nil
 }
 
 func newLogger(level, format string) (*logrus.Entry, error) {
@@ -120,25 +93,25 @@ func newLogger(level, format string) (*logrus.Entry, error) {
 
 // run serves until ctx is done, then stops gracefully within the shutdown
 // timeout and removes its socket.
-func run(ctx context.Context, cfg config, log *logrus.Entry) error {
-	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
+func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	if err := os.Chmod(cfg.stateDir, 0o700); err != nil {
+	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	backend, err := dial(cfg.runtimeEndpoint,
+	backend, err := dial(cfg.RuntimeEndpoint,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(server.MaxMsgSize), grpc.MaxCallSendMsgSize(server.MaxMsgSize)))
 	if err != nil {
 		return fmt.Errorf("backend: %w", err)
 	}
 	defer backend.Close()
-	ctrdConn, err := dial(cfg.containerdAddress)
+	ctrdConn, err := dial(cfg.ContainerdAddress)
 	if err != nil {
 		return fmt.Errorf("containerd: %w", err)
 	}
 	defer ctrdConn.Close()
-	mx, err := listenMetrics(cfg.metricsAddress)
+	mx, err := listenMetrics(cfg.MetricsAddress)
 	if err != nil {
 		return err
 	}
@@ -146,14 +119,14 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	srv := server.New(server.Options{
 		Backend:             backend,
 		Containerd:          ctrdConn,
-		ContainerdNamespace: cfg.containerdNamespace,
-		StateDir:            cfg.stateDir,
-		Strict:              cfg.strict,
+		ContainerdNamespace: cfg.ContainerdNamespace,
+		StateDir:            cfg.StateDir,
+		Strict:              cfg.StrictTargeting,
 		Log:                 log,
 		Metrics:             mx.recorder(),
 	})
 	mx.serve(srv, log)
-	lis, path, err := listen(cfg.listen, cfg.socketGroup)
+	lis, path, err := server.Listen(cfg.Listen, cfg.SocketGroup)
 	if err != nil {
 		return err
 	}
@@ -169,8 +142,8 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	go srv.WatchBackend(ctx, 5*time.Second) // grpc.health.v1 on the CRI socket
-	log.WithFields(logrus.Fields{"listen": path, "backend": cfg.runtimeEndpoint, "containerd": cfg.containerdAddress,
-		"strict": cfg.strict, "version": version}).Info("serving CRI")
+	log.WithFields(logrus.Fields{"listen": path, "backend": cfg.RuntimeEndpoint, "containerd": cfg.ContainerdAddress,
+		"strict": cfg.StrictTargeting, "version": version}).Info("serving CRI")
 	sdNotify(log, daemon.SdNotifyReady) // Type=notify: kubelet may start now
 	select {
 	case err := <-serveErr:
@@ -179,71 +152,10 @@ func run(ctx context.Context, cfg config, log *logrus.Entry) error {
 	}
 	log.Info("shutting down")
 	sdNotify(log, daemon.SdNotifyStopping)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
 	defer cancel()
 	srv.Shutdown(sctx)
 	return nil
-}
-
-// listen opens the CRI socket, mode 0660, owned by root and by group (name
-// or gid) when given. A socket file left by a crashed predecessor is
-// replaced; a socket someone still serves on is an error.
-func listen(endpoint, group string) (net.Listener, string, error) {
-	path := strings.TrimPrefix(endpoint, "unix://")
-	if !filepath.IsAbs(path) {
-		return nil, "", fmt.Errorf("--listen %q: want unix:///absolute/path", endpoint)
-	}
-	gid, err := lookupGroup(group)
-	if err != nil {
-		return nil, "", fmt.Errorf("--socket-group: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, "", fmt.Errorf("listen %s: %w", path, err)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, "", fmt.Errorf("listen %s: exists and is not a socket", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, "", fmt.Errorf("listen %s: another process serves this socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, "", fmt.Errorf("listen %s: remove stale socket: %w", path, err)
-		}
-	}
-	old := syscall.Umask(0o117)
-	lis, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, "", fmt.Errorf("listen %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		lis.Close()
-		return nil, "", fmt.Errorf("listen %s: %w", path, err)
-	}
-	if gid >= 0 {
-		if err := os.Chown(path, 0, gid); err != nil {
-			lis.Close()
-			return nil, "", fmt.Errorf("listen %s: give it to group %s: %w", path, group, err)
-		}
-	}
-	return lis, path, nil
-}
-
-// lookupGroup resolves a group name or number; "" is -1 (none).
-func lookupGroup(group string) (int, error) {
-	if group == "" {
-		return -1, nil
-	}
-	if gid, err := strconv.Atoi(group); err == nil && gid >= 0 {
-		return gid, nil
-	}
-	g, err := user.LookupGroup(group)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(g.Gid)
 }
 
 // reconcile retries the start-up reconciliation until it succeeds once.
