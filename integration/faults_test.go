@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -150,13 +151,30 @@ func TestSocketAtStartup(t *testing.T) {
 }
 
 // --socket-group gives the socket (0660) to a group; it must live outside
-// the 0700 state dir, and a shim asked otherwise refuses to start.
+// the 0700 state dir, and a shim asked otherwise refuses to start. It works
+// under the systemd unit's own capability set, and CAP_CHOWN in that set is
+// what it needs: without it, the shim refuses to start and says why.
 func TestSocketGroup(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatal("setpriv (util-linux) is missing")
+	}
+	unitCaps := unitBoundingSet(t)
 	dir := filepath.Join(tmp, "sg")
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "cri.sock")
 	args := []string{"--config=", "--state-dir", state, "--runtime-endpoint", env.Containerd.Endpoint(),
 		"--containerd-address", env.Containerd.Address(), "--socket-group", "4242"}
-	cmd := exec.Command(shimBin, append(args, "--listen", "unix://"+sock)...)
+	// as the unit runs it: its bounding set, no inheritable capabilities,
+	// no_new_privs
+	withCaps := func(caps []string, args ...string) *exec.Cmd {
+		bounding := "-all"
+		for _, c := range caps {
+			bounding += ",+" + c
+		}
+		return exec.Command("setpriv", append([]string{"--bounding-set", bounding, "--inh-caps", "-all", "--no-new-privs", "--", shimBin}, args...)...)
+	}
+	cmd := withCaps(unitCaps, append(args, "--listen", "unix://"+sock)...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +185,24 @@ func TestSocketGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Uid != 0 || st.Gid != 4242 {
-		t.Errorf("socket mode %v uid %d gid %d; want 0660 root:4242", fi.Mode().Perm(), st.Uid, st.Gid)
+		t.Errorf("under the unit's capabilities %v: socket mode %v uid %d gid %d; want 0660 root:4242", unitCaps, fi.Mode().Perm(), st.Uid, st.Gid)
 	}
 	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("state dir: %v %v; want 0700", fi.Mode().Perm(), err)
 	}
 
-	out, err := exec.Command(shimBin, append(args, "--listen", "unix://"+filepath.Join(state, "in.sock"))...).CombinedOutput()
+	var noChown []string
+	for _, c := range unitCaps {
+		if c != "chown" {
+			noChown = append(noChown, c)
+		}
+	}
+	out, err := withCaps(noChown, append(args, "--listen", "unix://"+filepath.Join(dir, "nochown.sock"))...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "operation not permitted") {
+		t.Errorf("socket group without CAP_CHOWN (%v): %v %q, want a refusal to start", noChown, err, out)
+	}
+
+	out, err = exec.Command(shimBin, append(args, "--listen", "unix://"+filepath.Join(state, "in.sock"))...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "cannot reach a socket inside state_dir") {
 		t.Errorf("socket group with the socket in the state dir: %v %q", err, out)
 	}

@@ -232,8 +232,8 @@ func TestUnitCapabilities(t *testing.T) {
 		t.Skip("setpriv (util-linux) is missing")
 	}
 	unitCaps := unitBoundingSet(t)
-	if !slices.Equal(unitCaps, []string{"sys_admin", "sys_ptrace", "kill"}) {
-		t.Errorf("the unit's CapabilityBoundingSet is %v; this test and docs/operations.md expect sys_admin, sys_ptrace, kill", unitCaps)
+	if !slices.Equal(unitCaps, []string{"sys_admin", "sys_ptrace", "kill", "chown"}) {
+		t.Errorf("the unit's CapabilityBoundingSet is %v; this test and docs/operations.md expect sys_admin, sys_ptrace, kill, chown", unitCaps)
 	}
 	for _, tc := range []struct {
 		desc   string
@@ -242,9 +242,10 @@ func TestUnitCapabilities(t *testing.T) {
 		reason string
 	}{
 		{"the unit's capabilities", unitCaps, oci.Targeted, "none"},
-		{"without CAP_KILL", []string{"sys_admin", "sys_ptrace"}, oci.Fallback, "namespace_open_failed"},
-		{"without CAP_SYS_PTRACE", []string{"sys_admin", "kill"}, oci.Fallback, "namespace_open_failed"},
-		{"without CAP_SYS_ADMIN", []string{"sys_ptrace", "kill"}, oci.Fallback, "pin_failed"},
+		{"without CAP_KILL", []string{"sys_admin", "sys_ptrace", "chown"}, oci.Fallback, "namespace_open_failed"},
+		{"without CAP_SYS_PTRACE", []string{"sys_admin", "kill", "chown"}, oci.Fallback, "namespace_open_failed"},
+		{"without CAP_SYS_ADMIN", []string{"sys_ptrace", "kill", "chown"}, oci.Fallback, "pin_failed"},
+		// CAP_CHOWN is for --socket-group alone: TestSocketGroup
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			bounding := "-all"
