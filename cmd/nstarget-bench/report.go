@@ -157,27 +157,19 @@ type machine struct {
 }
 
 func (m machine) String() string {
-	cpu := strconv.Itoa(m.cpus) + " CPUs (nproc)"
-	if m.cpuModel != "" {
-		cpu += ", " + m.cpuModel
-	}
-	lines := []string{
-		"- machine: " + strings.Join(nonEmpty(cpu, m.memory, m.os, "kernel "+m.kernel), ", "),
-		"- containerd: " + m.containerd,
-		"- shim: " + m.shim,
-		"- splice (the floor): " + m.splice,
-	}
-	return strings.Join(lines, "\n") + "\n"
-}
-
-func nonEmpty(ss ...string) []string {
-	var out []string
-	for _, s := range ss {
-		if s != "" && s != "kernel " {
-			out = append(out, s)
+	facts := []string{strconv.Itoa(m.cpus) + " CPUs (nproc)"}
+	for _, f := range []string{m.cpuModel, m.memory, m.os} {
+		if f != "" {
+			facts = append(facts, f)
 		}
 	}
-	return out
+	if m.kernel != "" {
+		facts = append(facts, "kernel "+m.kernel)
+	}
+	return "- machine: " + strings.Join(facts, ", ") + "\n" +
+		"- containerd: " + m.containerd + "\n" +
+		"- shim: " + m.shim + "\n" +
+		"- splice (the floor): " + m.splice + "\n"
 }
 
 // commandLine is args as a shell would take them back.

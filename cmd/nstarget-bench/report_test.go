@@ -112,3 +112,11 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+func TestMachineString(t *testing.T) {
+	got := machine{cpus: 2, kernel: "6.1.0", containerd: "c", shim: "s", splice: "f"}.String()
+	want := "- machine: 2 CPUs (nproc), kernel 6.1.0\n- containerd: c\n- shim: s\n- splice (the floor): f\n"
+	if got != want {
+		t.Errorf("machine.String() =\n%s\nwant\n%s", got, want)
+	}
+}
