@@ -6,7 +6,9 @@ import (
 	"io"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // forwardFunc sends one unary request to the backend as raw bytes.
@@ -22,6 +24,10 @@ type hook func(ctx context.Context, req []byte, fwd forwardFunc) ([]byte, error)
 type proxy struct {
 	backend *grpc.ClientConn
 	codec   rawCodec
+	// stopping is done once the server shuts down: streams, which never end
+	// by themselves (GetContainerEvents), end then with Unavailable, so that
+	// shutdown does not wait for them and their clients subscribe again.
+	stopping context.Context
 }
 
 // unary forwards one unary call made on the server context ctx, running h
@@ -67,11 +73,17 @@ func (p *proxy) unary(ctx context.Context, method string, in *frame, h hook) (*f
 
 // stream pipes a call of any shape (server streaming such as
 // GetContainerEvents, or a method unknown to this build) in both directions
-// until the backend ends it; the backend's header, trailer and status are
-// relayed unchanged.
-func (p *proxy) stream(ss grpc.ServerStream, method string) error {
+// until the backend ends it, or the server shuts down; the backend's
+// header, trailer and status are relayed unchanged.
+func (p *proxy) stream(ss grpc.ServerStream, method string) (err error) {
 	ctx, cancel := context.WithCancel(outgoing(ss.Context()))
 	defer cancel()
+	stop := context.AfterFunc(p.stopping, cancel)
+	defer func() {
+		if !stop() && ss.Context().Err() == nil {
+			err = status.Error(codes.Unavailable, "cri-nstarget is shutting down: subscribe again")
+		}
+	}()
 	cs, err := p.backend.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodecV2(p.codec))
 	if err != nil {
 		return err

@@ -104,7 +104,7 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		metrics: m,
 	}
 	s := &Server{
-		proxy:   proxy{backend: backend, codec: newRawCodec()},
+		proxy:   proxy{backend: backend, codec: newRawCodec(), stopping: life},
 		target:  t,
 		log:     log,
 		metrics: m,
@@ -185,13 +185,14 @@ func (s *Server) handleUnknown(_ any, ss grpc.ServerStream) error {
 // Serve serves CRI on lis until Shutdown.
 func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 
-// Shutdown stops accepting connections and calls, lets the calls in flight
-// finish until ctx is done, then closes every connection, which cancels the
-// calls left (and their backend calls). It returns by ctx's deadline even
-// when a client has stopped reading: it does not wait for handlers that
-// closing the connections has cancelled.
+// Shutdown stops accepting connections and calls, ends the streams (with
+// Unavailable: their clients subscribe again to the next shim), lets the
+// unary calls in flight finish until ctx is done, then closes every
+// connection, which cancels the calls left (and their backend calls). It
+// returns by ctx's deadline even when a client has stopped reading: it does
+// not wait for handlers that closing the connections has cancelled.
 func (s *Server) Shutdown(ctx context.Context) {
-	defer s.target.stop()
+	s.target.stop() // ends streams and reconciler loops
 	drained := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

@@ -50,6 +50,7 @@ type fakeBackend struct {
 	calls      map[string]int // calls received, by method name
 	onCreate   func()         // when set, CreateContainer calls it before answering
 	removeErr  error          // when set, RemoveContainer fails with it
+	eventsOpen bool           // GetContainerEvents stays open after its events, as containerd's does
 	lastDL     time.Time
 	nextID     int
 	startGate  chan struct{} // when set, StartContainer waits for it to close...
@@ -194,6 +195,13 @@ func (b *fakeBackend) GetContainerEvents(_ *runtimeapi.GetEventsRequest, ss runt
 		if err := ss.Send(&runtimeapi.ContainerEventResponse{ContainerId: "c", CreatedAt: int64(i)}); err != nil {
 			return err
 		}
+	}
+	b.mu.Lock()
+	open := b.eventsOpen
+	b.mu.Unlock()
+	if open {
+		<-ss.Context().Done()
+		return ss.Context().Err()
 	}
 	return status.Error(codes.Aborted, "events end")
 }
@@ -655,5 +663,32 @@ func TestKubeletClientKeepsItsConnection(t *testing.T) {
 	}
 	if o, c := conns.opened.Load(), conns.closed.Load(); o != 1 || c != 0 {
 		t.Errorf("after %d calls in 4 bursts: the shim opened %d connections and closed %d, want 1 kept open", calls, o, c)
+	}
+}
+
+// TestShutdownEndsStreams: an events stream never ends by itself; shutdown
+// ends it at once with Unavailable (its client subscribes again) instead of
+// waiting out the deadline.
+func TestShutdownEndsStreams(t *testing.T) {
+	r := newRig(t, false)
+	r.backend.eventsOpen = true
+	st, err := runtimeapi.NewRuntimeServiceClient(r.shim).GetContainerEvents(context.Background(), &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	r.server.Shutdown(ctx)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Shutdown took %v with an events stream open, want it ended at once", d)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("the stream ended with %v, want Unavailable", err)
 	}
 }
