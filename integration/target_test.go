@@ -247,3 +247,38 @@ func TestContainerdAPIUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// Ids as people type them (crictl start 4f2a): StartContainer and
+// RemoveContainer with a unique prefix of a targeted container's id check
+// and release its pin as the full id would.
+func TestIDPrefixes(t *testing.T) {
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn)
+	dbg := mustCreate(t, c, p, "debug", targetOf(app))
+	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// the target's PID namespace lost its init: started by prefix, the debug
+	// container must fall back at start, not fail in runc
+	if _, err := c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg[:12]}); err != nil {
+		t.Fatalf("StartContainer(%s): %v", dbg[:12], err)
+	}
+	if r := record(t, info(t, dbg)).Namespaces["pid"]; r.Result != oci.Fallback || r.Stage != "start" {
+		t.Errorf("started by prefix after the target exited: record %+v, want a fallback at start", r)
+	}
+	pins := filepath.Join(s.StateDir(), "pins")
+	if m := mountsUnder(t, pins); len(m) != 1 {
+		t.Fatalf("pins before removal: %v", m)
+	}
+	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg[:12]}); err != nil {
+		t.Fatalf("RemoveContainer(%s): %v", dbg[:12], err)
+	}
+	if m := mountsUnder(t, pins); len(m) != 0 {
+		t.Errorf("pins after RemoveContainer by prefix: %v", m)
+	}
+}
