@@ -243,9 +243,9 @@ func (c Config) problems() []problem {
 			ps = append(ps, problem{key, err.Error()})
 		}
 	}
-	add("listen", unixPath(c.Listen, true))
-	add("runtime_endpoint", unixPath(c.RuntimeEndpoint, true))
-	add("containerd_address", unixPath(c.ContainerdAddress, true))
+	add("listen", unixPath(c.Listen))
+	add("runtime_endpoint", unixPath(c.RuntimeEndpoint))
+	add("containerd_address", unixPath(c.ContainerdAddress))
 	if c.ContainerdNamespace == "" || strings.ContainsAny(c.ContainerdNamespace, "/ \x00") {
 		add("containerd_namespace", fmt.Errorf("%q is not a containerd namespace name (containerd's CRI uses \"k8s.io\")", c.ContainerdNamespace))
 	}
@@ -276,15 +276,11 @@ func (c Config) problems() []problem {
 	return ps
 }
 
-// unixPath accepts "unix:///absolute/path" and, when bare is allowed,
-// "/absolute/path".
-func unixPath(endpoint string, bare bool) error {
-	path, isURL := strings.CutPrefix(endpoint, "unix://")
-	if !isURL && !bare || !filepath.IsAbs(path) {
-		if bare {
-			return fmt.Errorf("%q: want unix:///absolute/path or /absolute/path", endpoint)
-		}
-		return fmt.Errorf("%q: want unix:///absolute/path", endpoint)
+// unixPath accepts "unix:///absolute/path" and, as crictl and containerd
+// do, a bare "/absolute/path" (server.SocketPath applies the same rule).
+func unixPath(endpoint string) error {
+	if path, _ := strings.CutPrefix(endpoint, "unix://"); !filepath.IsAbs(path) {
+		return fmt.Errorf("%q: want unix:///absolute/path or /absolute/path", endpoint)
 	}
 	return nil
 }

@@ -15,15 +15,15 @@ import (
 // SocketPath is the file of a unix endpoint, given as "unix:///path" or, as
 // crictl and containerd take it, a bare "/path". Anything else is an error.
 func SocketPath(endpoint string) (string, error) {
-	path, isURL := strings.CutPrefix(endpoint, "unix://")
-	if !isURL && strings.Contains(endpoint, "://") || !filepath.IsAbs(path) {
+	path, _ := strings.CutPrefix(endpoint, "unix://")
+	if !filepath.IsAbs(path) {
 		return "", fmt.Errorf("%q: want unix:///absolute/path or /absolute/path", endpoint)
 	}
 	return filepath.Clean(path), nil
 }
 
-// Listen opens the CRI socket at endpoint, mode 0660, owned by root and by
-// group (a name or a gid) when given. A socket file left by a crashed
+// Listen opens the CRI socket at endpoint, mode 0660, owned by the caller and
+// by group (a name or a gid) when given. A socket file left by a crashed
 // predecessor is replaced; a socket someone still serves on, or a file that
 // is not a socket, is an error. It returns the listener and the socket's
 // path, which the caller removes when it stops.

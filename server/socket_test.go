@@ -14,6 +14,7 @@ func TestSocketPath(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"unix:///run/x.sock", "/run/x.sock"},
 		{"/run/x.sock", "/run/x.sock"},
+		{"/run/a://b.sock", "/run/a:/b.sock"}, // odd but absolute, as config accepts it
 		{"unix:///run//a/../x.sock", "/run/x.sock"},
 		{"run/x.sock", ""},
 		{"unix://run/x.sock", ""},

@@ -22,7 +22,7 @@ var reconnect = grpc.ConnectParams{
 // dial connects to a local unix-socket endpoint ("unix:///path" or "/path").
 func dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	target := endpoint
-	if !strings.Contains(endpoint, "://") {
+	if strings.HasPrefix(endpoint, "/") { // a bare path, as config allows
 		target = "unix://" + endpoint
 	}
 	opts = append([]grpc.DialOption{
