@@ -87,10 +87,12 @@ const hostsSectionV2 = `  [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = {{certs}}
 `
 
-// configTemplateV3 is containerd 2.x's config (version 3), with the same
+// configTemplateV3 is containerd 2.0-2.3's config (version 3), with the same
 // layout as configTemplate. Registries are always configured through
 // hosts.toml files; NRI and CDI, which would use host paths, are off; the
-// runc shim is the one beside the containerd binary.
+// runc shim is the one beside the containerd binary. Version 4 (containerd
+// 2.4) is the same with serverSectionsV4 in place of serverSections and
+// without enableCDILine.
 const configTemplateV3 = `version = 3
 root = {{dir}}/root
 state = {{dir}}/state
@@ -155,16 +157,53 @@ func certsDir(dir string) string { return filepath.Join(dir, "certs.d") }
 // cniConfPath is where Options.CNIConfList goes.
 func cniConfPath(dir string) string { return filepath.Join(dir, "cni", "10-nstarget.conflist") }
 
+// serverSections are the sockets in configs before version 4, where an unset
+// ttrpc address would be the grpc one + ".ttrpc".
+const serverSections = `[grpc]
+  address = {{sock}}
+
+[ttrpc]
+  address = {{ttrpc}}
+`
+
+// serverSectionsV4 are the same sockets as server plugins (config version 4).
+// The ttrpc address must be set: unset, it is the machine-wide
+// /run/containerd/containerd.sock.ttrpc, whatever the grpc address is.
+const serverSectionsV4 = `[plugins."io.containerd.server.v1.grpc"]
+  address = {{sock}}
+
+[plugins."io.containerd.server.v1.ttrpc"]
+  address = {{ttrpc}}
+`
+
+// enableCDILine is in version 3 only: containerd 2.4 removed the option.
+const enableCDILine = "  enable_cdi = false\n"
+
+// runcRootLine ends the runc options in every template; runcBinaryLine
+// follows it when Options.Runc names the runc binary.
+const (
+	runcRootLine   = "        Root = {{dir}}/runc\n"
+	runcBinaryLine = "        BinaryName = {{runc}}\n"
+)
+
 // renderConfigOpts renders the config for opts (Dir absolute, ConfigVersion
-// 2 or 3): version 2 with mirrors unless registry aliases ask for hosts.toml.
+// 2, 3 or 4): version 2 with mirrors unless registry aliases ask for
+// hosts.toml.
 func renderConfigOpts(opts Options) string {
 	dir := opts.Dir
 	tmpl := configTemplate
 	switch {
+	case opts.ConfigVersion == 4:
+		tmpl = strings.Replace(configTemplateV3, "version = 3\n", "version = 4\n", 1)
+		tmpl = strings.Replace(tmpl, serverSections, serverSectionsV4, 1)
+		tmpl = strings.Replace(tmpl, enableCDILine, "", 1) // removed in 2.4: CDI is always on
 	case opts.ConfigVersion == 3:
 		tmpl = configTemplateV3
 	case len(opts.RegistryAliases) > 0:
 		tmpl = strings.TrimSuffix(configTemplate, mirrorsSection) + hostsSectionV2
+	}
+	if opts.Runc != "" {
+		tmpl = strings.Replace(tmpl, runcRootLine, runcRootLine+runcBinaryLine, 1)
 	}
 	q := strconv.Quote
 	r := strings.NewReplacer(
@@ -180,6 +219,7 @@ func renderConfigOpts(opts Options) string {
 		"{{endpoint}}", q("http://"+opts.RegistryHost),
 		"{{certs}}", q(certsDir(dir)),
 		"{{shim}}", q(runcShimPath(opts.Binary)),
+		"{{runc}}", q(opts.Runc),
 	)
 	return r.Replace(tmpl)
 }
@@ -214,8 +254,8 @@ func writeConfigOpts(opts Options) (string, error) {
 	if opts.RegistryHost == "" || opts.SandboxImage == "" {
 		return "", fmt.Errorf("registry host %q and sandbox image %q: both are required", opts.RegistryHost, opts.SandboxImage)
 	}
-	if opts.ConfigVersion != 2 && opts.ConfigVersion != 3 {
-		return "", fmt.Errorf("config version %d: want 2 (containerd 1.6, 1.7) or 3 (containerd 2.x)", opts.ConfigVersion)
+	if opts.ConfigVersion < 2 || opts.ConfigVersion > 4 {
+		return "", fmt.Errorf("config version %d: want 2 (containerd 1.6, 1.7), 3 (containerd 2.0-2.3) or 4 (containerd 2.4 and later)", opts.ConfigVersion)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "cni"), 0o755); err != nil {
 		return "", fmt.Errorf("create cni conf dir: %w", err)
@@ -225,7 +265,7 @@ func writeConfigOpts(opts Options) (string, error) {
 			return "", fmt.Errorf("write cni config: %w", err)
 		}
 	}
-	if opts.ConfigVersion == 3 || len(opts.RegistryAliases) > 0 {
+	if opts.ConfigVersion >= 3 || len(opts.RegistryAliases) > 0 {
 		for _, host := range append([]string{opts.RegistryHost}, opts.RegistryAliases...) {
 			hd := filepath.Join(certsDir(dir), host)
 			if err := os.MkdirAll(hd, 0o755); err != nil {
@@ -243,17 +283,30 @@ func writeConfigOpts(opts Options) (string, error) {
 	return path, nil
 }
 
-// configVersionOf picks the config schema from `binary --version`: 3 for
-// containerd 2.x, else 2.
+// configVersionOf picks the config schema from `binary --version`: 4 for
+// containerd 2.4 and later 2.x, 3 for 2.0-2.3, else 2.
 func configVersionOf(binary string) (int, error) {
 	out, err := exec.Command(binary, "--version").Output()
 	if err != nil {
 		return 0, fmt.Errorf("%s --version: %w", binary, err)
 	}
-	for _, f := range strings.Fields(string(out)) {
-		if strings.HasPrefix(strings.TrimPrefix(f, "v"), "2.") {
-			return 3, nil
+	return configVersionFor(string(out)), nil
+}
+
+// configVersionFor is configVersionOf's choice for a `containerd --version` line.
+func configVersionFor(version string) int {
+	for _, f := range strings.Fields(version) {
+		major, rest, ok := strings.Cut(strings.TrimPrefix(f, "v"), ".")
+		if !ok || major != "2" {
+			continue
+		}
+		minor, _, _ := strings.Cut(rest, ".")
+		if n, err := strconv.Atoi(minor); err == nil {
+			if n >= 4 {
+				return 4
+			}
+			return 3
 		}
 	}
-	return 2, nil
+	return 2
 }

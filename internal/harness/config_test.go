@@ -90,7 +90,68 @@ func TestWriteConfigAliases(t *testing.T) {
 	if b, err := os.ReadFile(cniConfPath(dir)); err != nil || string(b) != `{"name":"x"}` {
 		t.Errorf("cni conflist: %v %q", err, b)
 	}
-	if _, err := writeConfigOpts(Options{Dir: dir, RegistryHost: "h:1", SandboxImage: "h:1/p:1", ConfigVersion: 4}); err == nil {
-		t.Error("config version 4 accepted")
+	for _, v := range []int{1, 5} {
+		if _, err := writeConfigOpts(Options{Dir: dir, RegistryHost: "h:1", SandboxImage: "h:1/p:1", ConfigVersion: v}); err == nil {
+			t.Errorf("config version %d accepted", v)
+		}
+	}
+}
+
+func TestRenderConfigV4(t *testing.T) {
+	cfg := renderConfigOpts(Options{Dir: "/tmp/nst-1", RegistryHost: "127.0.0.1:5000", SandboxImage: "127.0.0.1:5000/nst/pause:1",
+		ConfigVersion: 4, Binary: "/nonexistent/containerd", Runc: "/opt/runc/bin/runc"})
+	for _, want := range []string{
+		"version = 4\n",
+		"[plugins.\"io.containerd.server.v1.grpc\"]\n  address = \"/tmp/nst-1/c.sock\"\n",
+		"[plugins.\"io.containerd.server.v1.ttrpc\"]\n  address = \"/tmp/nst-1/c.sock.ttrpc\"\n",
+		`sandbox = "127.0.0.1:5000/nst/pause:1"`,
+		`config_path = "/tmp/nst-1/certs.d"`,
+		`restrict_oom_score_adj = true`,
+		`Root = "/tmp/nst-1/runc"`,
+		`BinaryName = "/opt/runc/bin/runc"`,
+		`runtime_path = `,
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("config lacks %q:\n%s", want, cfg)
+		}
+	}
+	for _, unwanted := range []string{"{{", "version = 3", "[grpc]", "[ttrpc]", "mirrors", "enable_cdi"} {
+		if strings.Contains(cfg, unwanted) {
+			t.Errorf("config has %q:\n%s", unwanted, cfg)
+		}
+	}
+}
+
+// TestRenderConfigRunc: BinaryName is in the runc options of every version
+// when Runc is set, and absent otherwise.
+func TestRenderConfigRunc(t *testing.T) {
+	for _, v := range []int{2, 3, 4} {
+		for _, runc := range []string{"", "/opt/runc"} {
+			cfg := renderConfigOpts(Options{Dir: "/tmp/nst-1", RegistryHost: "h:1", SandboxImage: "h:1/p:1", ConfigVersion: v, Runc: runc})
+			want := "        Root = \"/tmp/nst-1/runc\"\n        BinaryName = \"/opt/runc\"\n"
+			if got := strings.Contains(cfg, want); got != (runc != "") || (runc == "" && strings.Contains(cfg, "BinaryName")) {
+				t.Errorf("version %d, runc %q: BinaryName after Root: %v:\n%s", v, runc, got, cfg)
+			}
+		}
+	}
+}
+
+func TestConfigVersionFor(t *testing.T) {
+	tests := []struct {
+		version string
+		want    int
+	}{
+		{"containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3", 2},
+		{"containerd github.com/containerd/containerd v1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da", 2},
+		{"containerd github.com/containerd/containerd/v2 v2.1.4 module-proxy", 3},
+		{"containerd github.com/containerd/containerd/v2 v2.3.7 abc", 3},
+		{"containerd github.com/containerd/containerd/v2 v2.4.2 module-proxy", 4},
+		{"containerd github.com/containerd/containerd/v2 v2.10.0 x", 4},
+		{"", 2},
+	}
+	for _, tc := range tests {
+		if got := configVersionFor(tc.version); got != tc.want {
+			t.Errorf("configVersionFor(%q) = %d, want %d", tc.version, got, tc.want)
+		}
 	}
 }

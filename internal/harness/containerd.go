@@ -37,12 +37,16 @@ type Options struct {
 	SandboxImage string
 	// Binary is the containerd executable; default $NSTARGET_CONTAINERD,
 	// else "containerd". A containerd-shim-runc-v2 beside it is used for
-	// config version 3.
+	// config versions 3 and 4.
 	Binary string
-	// ConfigVersion is the config schema: 2 (containerd 1.6, 1.7) or 3
-	// (containerd 2.x); default $NSTARGET_CONTAINERD_CONFIG_VERSION, else
-	// what `Binary --version` says.
+	// ConfigVersion is the config schema: 2 (containerd 1.6, 1.7), 3
+	// (containerd 2.0-2.3) or 4 (containerd 2.4 and later); default
+	// $NSTARGET_CONTAINERD_CONFIG_VERSION, else what `Binary --version` says.
 	ConfigVersion int
+	// Runc is the runc binary the runc shim runs (the runtime's BinaryName)
+	// and Stop force-deletes leftovers with; default $NSTARGET_RUNC, else the
+	// runc on containerd's PATH.
+	Runc string
 	// RegistryAliases are registry hosts (e.g. "registry.k8s.io") whose
 	// pulls go to http://RegistryHost, through hosts.toml files under
 	// Dir/certs.d (config_path) instead of a mirror entry.
@@ -93,6 +97,18 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 				return nil, err
 			}
 			opts.ConfigVersion = n
+		}
+	}
+	if opts.Runc == "" {
+		opts.Runc = os.Getenv("NSTARGET_RUNC")
+	}
+	if opts.Runc != "" {
+		p, err := exec.LookPath(opts.Runc)
+		if err != nil {
+			return nil, fmt.Errorf("runc binary: %w", err)
+		}
+		if opts.Runc, err = filepath.Abs(p); err != nil {
+			return nil, fmt.Errorf("runc binary %q: %w", p, err)
 		}
 	}
 	if opts.StartTimeout == 0 {

@@ -42,9 +42,10 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 type EnvOptions struct {
 	// Dir is containerd's directory; empty means a new os.MkdirTemp("/tmp", "nst-").
 	Dir string
-	// Binary and ConfigVersion choose the containerd (see Options).
+	// Binary, ConfigVersion and Runc choose the containerd and its runc (see Options).
 	Binary        string
 	ConfigVersion int
+	Runc          string
 	// Images are served besides BusyboxName and PauseName, keyed "name:tag".
 	Images map[string]*Image
 	// RegistryAliases and CNIConfList are passed to containerd (see Options).
@@ -67,7 +68,7 @@ func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
 	e := &Env{Registry: reg, BusyboxImage: reg.Ref(BusyboxName), PauseImage: reg.Ref(PauseName)}
 	e.Containerd, err = StartContainerd(ctx, Options{
 		Dir: dir, RegistryHost: reg.Host(), SandboxImage: e.PauseImage,
-		Binary: o.Binary, ConfigVersion: o.ConfigVersion, RegistryAliases: o.RegistryAliases, CNIConfList: o.CNIConfList,
+		Binary: o.Binary, ConfigVersion: o.ConfigVersion, Runc: o.Runc, RegistryAliases: o.RegistryAliases, CNIConfList: o.CNIConfList,
 	})
 	if err != nil {
 		return nil, errors.Join(err, reg.Close())

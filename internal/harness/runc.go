@@ -17,11 +17,11 @@ const runcDeleteTimeout = 10 * time.Second
 // keeps each containerd namespace in a subdirectory.
 func runcRoot(dir string) string { return filepath.Join(dir, "runc") }
 
-// deleteRuncContainers force-deletes, with runc, every container still in
-// the runc root below dir: those whose shim was killed or never told to
-// delete them. runc kills their processes and removes their cgroups,
-// which killing the shim alone would leave behind.
-func deleteRuncContainers(dir string) error {
+// deleteRuncContainers force-deletes, with the runc binary runc, every
+// container still in the runc root below dir: those whose shim was killed or
+// never told to delete them. runc kills their processes and removes their
+// cgroups, which killing the shim alone would leave behind.
+func deleteRuncContainers(dir, runc string) error {
 	namespaces, err := os.ReadDir(runcRoot(dir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -38,18 +38,18 @@ func deleteRuncContainers(dir string) error {
 			continue
 		}
 		for _, id := range ids {
-			errs = append(errs, runcDelete(root, id.Name()))
+			errs = append(errs, runcDelete(runc, root, id.Name()))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func runcDelete(root, id string) error {
+func runcDelete(runc, root, id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), runcDeleteTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "runc", "--root", root, "delete", "--force", id).CombinedOutput()
+	out, err := exec.CommandContext(ctx, runc, "--root", root, "delete", "--force", id).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("runc delete --force %s: %w: %s", id, err, out)
+		return fmt.Errorf("%s delete --force %s: %w: %s", runc, id, err, out)
 	}
 	return nil
 }

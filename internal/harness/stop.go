@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ func (c *Containerd) Stop() error {
 	}
 	errs = append(errs,
 		c.stopProcess(),
-		deleteRuncContainers(c.Dir),
+		deleteRuncContainers(c.Dir, cmp.Or(c.opts.Runc, "runc")),
 		killShims(c.Address()),
 		UnmountAll(c.Dir),
 	)
