@@ -5,6 +5,7 @@
 # prints the directory.
 #
 #   hack/containerd2.sh            # -> /var/cache/cri-nstarget/containerd-v2.1.4/bin
+#   CONTAINERD2_VERSION=v2.4.2 hack/containerd2.sh   # -> .../containerd-v2.4.2/bin
 #   CONTAINERD2_VERSION=v2.1.4 CONTAINERD2_CACHE=/some/dir hack/containerd2.sh
 #
 # `go install ...@v2.1.4` is refused (containerd's go.mod has exclude
