@@ -72,7 +72,10 @@ func (d intentDir) Remove(id string) error {
 }
 
 // List reads every record. A file that does not decode (a crash cannot make
-// one: records are renamed into place whole) is reported and skipped.
+// one: records are renamed into place whole) is reported and skipped. A
+// temporary file is not a record: it may be a Put in flight, or one a crash
+// cut short before anything was forwarded (a few bytes on tmpfs, gone at
+// reboot), and it is left alone.
 func (d intentDir) List() ([]intent, error) {
 	entries, err := os.ReadDir(d.dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -85,10 +88,6 @@ func (d intentDir) List() ([]intent, error) {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, ".tmp") { // a write the crash cut short: no forward followed it
-			os.Remove(filepath.Join(d.dir, name))
-			continue
-		}
 		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
