@@ -166,8 +166,9 @@ func (t *targeter) reconcile(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// reconcileSoon starts a reconciler loop unless one runs: it retries until
-// no record is left but those of creates in flight, or the targeter stops.
+// reconcileSoon starts a reconciler loop unless one runs: it retries
+// reconcileAll until it succeeds (no record left but those of creates in
+// flight, no stale pin), or the targeter stops.
 func (t *targeter) reconcileSoon() {
 	t.flights.mu.Lock()
 	if t.flights.looping {
@@ -184,7 +185,7 @@ func (t *targeter) reconcileSoon() {
 		}()
 		for {
 			ctx, cancel := context.WithTimeout(t.life, discardTimeout)
-			err := t.reconcile(ctx)
+			err := t.reconcileAll(ctx)
 			cancel()
 			if err == nil {
 				return
@@ -198,9 +199,20 @@ func (t *targeter) reconcileSoon() {
 	}()
 }
 
+// reconcileAll undoes what unfinished creates left, then releases the pins
+// of containers the backend no longer has.
+func (t *targeter) reconcileAll(ctx context.Context) error {
+	return errors.Join(t.reconcile(ctx), t.releaseStale(ctx))
+}
+
 // Reconcile undoes what unfinished creates left (a crash, a clean-up that
 // failed), then releases the pins of containers the backend no longer has.
-// cmd/cri-nstarget runs it at start-up until it succeeds once.
+// When that fails (containerd down), it is retried in the background until
+// it succeeds; the error says why the first attempt did not.
 func (s *Server) Reconcile(ctx context.Context) error {
-	return errors.Join(s.target.reconcile(ctx), s.target.releaseStale(ctx))
+	err := s.target.reconcileAll(ctx)
+	if err != nil {
+		s.target.reconcileSoon()
+	}
+	return err
 }

@@ -194,3 +194,21 @@ func TestIntentDir(t *testing.T) {
 		t.Errorf("removing a gone record: %v", err)
 	}
 }
+
+// TestReconcileRetries: a start-up reconcile that fails (containerd down)
+// goes on in the background until it succeeds.
+func TestReconcileRetries(t *testing.T) {
+	r := newRig(t, false)
+	r.backend.containers = []*runtimeapi.Container{{Id: "half", PodSandboxId: "pod", Metadata: &runtimeapi.ContainerMetadata{Name: "debugger"}}}
+	if err := r.server.target.intents.Put(intent{ID: "a", Sandbox: "pod", Name: "debugger", Container: "half"}); err != nil {
+		t.Fatal(err)
+	}
+	r.backend.removeErr = status.Error(codes.Unavailable, "containerd is down")
+	if err := r.server.Reconcile(context.Background()); err == nil {
+		t.Fatal("Reconcile with containerd down: no error")
+	}
+	r.backend.mu.Lock()
+	r.backend.removeErr = nil
+	r.backend.mu.Unlock()
+	waitFor(t, "the background reconcile to remove the container", func() bool { return r.backendContainers() == 0 && len(r.intents(t)) == 0 })
+}

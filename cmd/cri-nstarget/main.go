@@ -91,6 +91,11 @@ func newLogger(level, format string) (*logrus.Entry, error) {
 	return logrus.NewEntry(l), nil
 }
 
+// reconcileTimeout bounds the start-up reconciliation that serving waits
+// for: a containerd that accepts connections but does not answer must not
+// keep the CRI socket from serving.
+const reconcileTimeout = 10 * time.Second
+
 // run serves until ctx is done, then stops gracefully within the shutdown
 // timeout and removes its socket.
 func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
@@ -133,12 +138,13 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	defer os.Remove(path)
 
 	// What a crash left (unfinished creates, stale pins) is undone before
-	// the first call is served when containerd answers; otherwise in the
-	// background until it does.
-	if err := srv.Reconcile(ctx); err != nil {
-		log.WithError(err).Warn("reconcile at start-up; retrying until the backend answers")
-		go reconcile(ctx, srv)
+	// the first call is served when containerd answers in time; otherwise
+	// the server retries in the background until it does.
+	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
+	if err := srv.Reconcile(rctx); err != nil {
+		log.WithError(err).Warn("reconcile at start-up; retrying in the background until the backend answers")
 	}
+	rcancel()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	go srv.WatchBackend(ctx, 5*time.Second) // grpc.health.v1 on the CRI socket
@@ -156,20 +162,6 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	defer cancel()
 	srv.Shutdown(sctx)
 	return nil
-}
-
-// reconcile retries the start-up reconciliation until it succeeds once.
-func reconcile(ctx context.Context, srv *server.Server) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
-		if srv.Reconcile(ctx) == nil {
-			return
-		}
-	}
 }
 
 // sdNotify tells systemd (Type=notify) about the service's state; without
