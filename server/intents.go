@@ -92,6 +92,9 @@ func (d intentDir) List() ([]intent, error) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(d.dir, name))
+		if errors.Is(err, os.ErrNotExist) { // removed since: its create answered
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
