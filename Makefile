@@ -2,7 +2,9 @@
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set)
 #   make demo   the feature end to end, then a clean teardown
 #   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, integration and conformance
-#               (suite + critest parity) on containerd 1.6 and 2.1; CONTAINERD2=0 leaves out 2.1
+#               (suite + critest parity) on containerd 1.6 (Debian's) and 2.4 (with runc 1.5.2);
+#               CONTAINERD2=0 leaves out 2.4
+#   make matrix the integration and conformance legs on containerd 2.1 as well (outside CI)
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -42,12 +44,12 @@ lint: vet
 	$(GO) run $(STATICCHECK) -tags failpoints ./server/ ./cmd/...
 
 unit:
-	$(GO) test -count=1 ./...
+	$(LEG) $(GO) test -count=1 ./...
 
 # The unit packages again under the race detector (needs cgo and gcc).
 .PHONY: race
 race:
-	$(GO) test -race -count=1 ./...
+	$(LEG) $(GO) test -race -count=1 ./...
 
 # Each fuzz target for FUZZTIME (seeds in testdata/fuzz are also run by `unit`).
 FUZZTIME ?= 15s
@@ -66,23 +68,30 @@ h2spec-tool:
 
 integration: deps build h2spec-tool
 	NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
-		$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
+		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
-# The same against containerd 2.1, built once by hack/containerd2.sh.
+# The same against the newest containerd 2.x with runc built from source
+# (hack/containerd2.sh and hack/runc.sh build them once into
+# /var/cache/cri-nstarget): containerd $(CONTAINERD2_VERSION), runc 1.5.2.
+CONTAINERD2_VERSION ?= v2.4.2
+CONTAINERD2_BIN     := $$(CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd2.sh)/containerd
+RUNC2_BIN           := $$(./hack/runc.sh)/runc
 integration-containerd2: deps build h2spec-tool
-	NSTARGET_CONTAINERD="$$(./hack/containerd2.sh)/containerd" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
-		$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
+	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
+		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
-# The same against containerd 2.4 with runc 1.5.2 (hack/containerd2.sh and
-# hack/runc.sh build them once into /var/cache/cri-nstarget); not in `make test`
-# yet (issue 12).
-CONTAINERD24_VERSION ?= v2.4.2
-.PHONY: integration-containerd24
-integration-containerd24: deps build h2spec-tool
-	NSTARGET_CONTAINERD="$$(CONTAINERD2_VERSION=$(CONTAINERD24_VERSION) ./hack/containerd2.sh)/containerd" \
-		NSTARGET_RUNC="$$(./hack/runc.sh)/runc" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
-		$(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
+# `make matrix` (outside `make test`, which keeps CI short): the same legs on
+# containerd $(MATRIX_CONTAINERD_VERSION) with Debian's runc.
+MATRIX_CONTAINERD_VERSION ?= v2.1.4
+MATRIX_CONTAINERD_BIN     := $$(CONTAINERD2_VERSION=$(MATRIX_CONTAINERD_VERSION) ./hack/containerd2.sh)/containerd
+.PHONY: matrix integration-matrix conformance-matrix
+matrix: integration-matrix conformance-matrix
+integration-matrix: deps build h2spec-tool
+	NSTARGET_CONTAINERD="$(MATRIX_CONTAINERD_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
+		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
+# Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all).
+LEG = ./hack/leg.sh $@
 CONTAINERD2 ?= 1
 test: deps lint unit race fuzz install-check integration conformance-ci \
 	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 conformance-ci-containerd2)
@@ -171,9 +180,10 @@ config/default.toml: config/config.go
 # endpoint) and critest v1.34.0, against a private containerd, directly and
 # through the shim; critest must pass the same specs both ways.
 #   make conformance-ci             containerd 1.6 (Debian): suite + critest parity (~3.5 min)
-#   make conformance-ci-containerd2 the same on containerd 2.1 (hack/containerd2.sh builds
-#                                   it once into /var/cache/cri-nstarget, ~2 min cold)
-#   make conformance                both, then the tables in docs/conformance.md
+#   make conformance-ci-containerd2 the same on containerd 2.4 with runc 1.5.2 (hack/containerd2.sh
+#                                   and hack/runc.sh build them once into /var/cache/cri-nstarget)
+#   make conformance-matrix         the same on containerd 2.1 (part of `make matrix`)
+#   make conformance                all three, then the tables in docs/conformance.md
 # critest and its stand-in binary are built from their own module
 # (hack/critest/go.mod), so their dependencies never touch go.mod.
 CONFORMANCE_OUT ?= bin/conformance
@@ -192,22 +202,22 @@ conformance-tools: build
 		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=v1.34.0" sigs.k8s.io/cri-tools/cmd/critest
 
 conformance-ci: deps conformance-tools
-	$(CONFORMANCE_RUN) --backend containerd-1.6 --containerd containerd
+	$(LEG) $(CONFORMANCE_RUN) --backend containerd-1.6 --containerd containerd
 
-conformance-ci-containerd2: deps conformance-tools
-	$(CONFORMANCE_RUN) --backend containerd-2.1 --containerd "$$(./hack/containerd2.sh)/containerd"
-
-# containerd 2.4 with runc 1.5.2, as integration-containerd24; not in `make test` yet.
-# critest's floor is what one run passed both ways (97; nstarget-matrix has none
-# recorded for containerd-2.4).
+# containerd 2.4 with runc 1.5.2, as integration-containerd2. critest's floor
+# is what one run passed both ways.
 CRITEST_MIN_PASS_CONTAINERD24 ?= 97
+conformance-ci-containerd2: deps conformance-tools
+	NSTARGET_RUNC="$(RUNC2_BIN)" $(LEG) $(CONFORMANCE_RUN) --backend containerd-2.4 \
+		--containerd "$(CONTAINERD2_BIN)" --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD24)
 .PHONY: conformance-ci-containerd24
-conformance-ci-containerd24: deps conformance-tools
-	NSTARGET_RUNC="$$(./hack/runc.sh)/runc" $(CONFORMANCE_RUN) --backend containerd-2.4 \
-		--containerd "$$(CONTAINERD2_VERSION=$(CONTAINERD24_VERSION) ./hack/containerd2.sh)/containerd" \
-		--critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD24)
+conformance-ci-containerd24: conformance-ci-containerd2
 
-conformance: conformance-ci conformance-ci-containerd2
+# `make matrix`: containerd 2.1 with Debian's runc.
+conformance-matrix: deps conformance-tools
+	$(LEG) $(CONFORMANCE_RUN) --backend containerd-2.1 --containerd "$(MATRIX_CONTAINERD_BIN)"
+
+conformance: conformance-ci conformance-ci-containerd2 conformance-matrix
 	$(MAKE) conformance-report
 
 conformance-report:

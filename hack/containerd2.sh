@@ -4,8 +4,8 @@
 # Idempotent: when the cached binaries report the wanted version it only
 # prints the directory.
 #
-#   hack/containerd2.sh            # -> /var/cache/cri-nstarget/containerd-v2.1.4/bin
-#   CONTAINERD2_VERSION=v2.4.2 hack/containerd2.sh   # -> .../containerd-v2.4.2/bin
+#   hack/containerd2.sh            # -> /var/cache/cri-nstarget/containerd-v2.4.2/bin
+#   CONTAINERD2_VERSION=v2.1.4 hack/containerd2.sh   # -> .../containerd-v2.1.4/bin
 #   CONTAINERD2_VERSION=v2.1.4 CONTAINERD2_CACHE=/some/dir hack/containerd2.sh
 #
 # `go install ...@v2.1.4` is refused (containerd's go.mod has exclude
@@ -14,7 +14,7 @@
 # exactly as upstream's release build does. Build tags drop the snapshotters
 # that need cgo libraries (btrfs, devmapper, zfs).
 set -euo pipefail
-version=${CONTAINERD2_VERSION:-v2.1.4}
+version=${CONTAINERD2_VERSION:-v2.4.2}
 cache=${CONTAINERD2_CACHE:-/var/cache/cri-nstarget}
 out="$cache/containerd-$version/bin"
 mod=github.com/containerd/containerd/v2
