@@ -34,8 +34,9 @@ func Same(a, b string) (bool, error) {
 	return ia == ib, nil
 }
 
-// Open opens /proc/<pid>/ns/<kind> for each kind and proves that every file
-// belongs to one live process that verify accepts:
+// Open opens /proc/<pid>/ns/<kind> for each kind (for Shm: the directory
+// /proc/<pid>/root/dev/shm, and no handle if the process has none) and
+// proves that every file belongs to one live process that verify accepts:
 //
 //  1. a pidfd is opened for pid, fixing the process that pid names now;
 //  2. the namespace files are opened through /proc/<pid>;
@@ -65,6 +66,17 @@ func Open(pid int, kinds []Kind, verify func() error) ([]*Handle, error) {
 		}
 	}
 	for _, kind := range kinds {
+		if kind == Shm {
+			h, err := openShm(pid)
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			if h != nil {
+				handles = append(handles, h)
+			}
+			continue
+		}
 		path := filepath.Join("/proc", strconv.Itoa(pid), "ns", string(kind))
 		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -100,10 +112,14 @@ func Open(pid int, kinds []Kind, verify func() error) ([]*Handle, error) {
 
 // Pin bind-mounts the namespace held by h onto path (created as an empty
 // file, its directory 0700), so that the namespace outlives h, the process
-// and this program. Unpin undoes it.
+// and this program. A Shm handle is pinned onto a directory (pinShm). Unpin
+// undoes it.
 func Pin(h *Handle, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("pin %s namespace: %w", h.Kind, err)
+	}
+	if h.Kind == Shm {
+		return pinShm(h, path)
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o400)
 	if err != nil {
@@ -118,7 +134,7 @@ func Pin(h *Handle, path string) error {
 	return nil
 }
 
-// Unpin unmounts a pin made by Pin and removes its file. A path that is
+// Unpin unmounts a pin made by Pin and removes its file (directory, for Shm). A path that is
 // missing or no longer mounted is not an error.
 func Unpin(path string) error {
 	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {

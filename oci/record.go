@@ -34,7 +34,23 @@ type NamespaceRecord struct {
 	// PodPath is the namespace path the backend chose for the pod's shared
 	// namespace: what a fallback after create restores.
 	PodPath string `json:"podPath,omitempty"`
+
+	// For a targeted ipc namespace: what the container shares with the
+	// target. Shares lists "sysv" and "mqueue" (both belong to the IPC
+	// namespace; /dev/mqueue is mounted in it), and "shm" when the
+	// container's /dev/shm is the target's.
+	Shares []string `json:"shares,omitempty"`
+	// Shm is where the container's /dev/shm comes from: ShmPod (the target's
+	// /dev/shm is the pod's, left as the backend made it) or the pin of the
+	// target's. Empty when it is not shared: ShmReason says why.
+	Shm       string `json:"shm,omitempty"`
+	ShmReason string `json:"shmReason,omitempty"`
+	// PodShm is the /dev/shm source the backend chose, restored on fallback.
+	PodShm string `json:"podShm,omitempty"`
 }
+
+// ShmPod in NamespaceRecord.Shm: the target's /dev/shm is the pod's.
+const ShmPod = "pod"
 
 // WithRecord stores r in the AnnotationTargeting annotation.
 func WithRecord(r Record) Opt {

@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Opt changes a spec. Options touch only Annotations and Linux.Namespaces.
+// Opt changes a spec. Options touch only Annotations, Linux.Namespaces and
+// Mounts.
 type Opt func(*specs.Spec) error
 
 // Apply runs opts on s in order and stops at the first error.
@@ -47,6 +50,42 @@ func WithNamespacePath(typ specs.LinuxNamespaceType, path string) Opt {
 	}
 }
 
+// WithMount makes m the container's mount at m.Destination: the last entry
+// with that destination is replaced (the one that wins, as mounts are made in
+// order), otherwise m is appended.
+func WithMount(m specs.Mount) Opt {
+	return func(s *specs.Spec) error {
+		switch {
+		case !filepath.IsAbs(m.Destination):
+			return fmt.Errorf("mount %q at %q: the destination is not an absolute path", m.Source, m.Destination)
+		case m.Type == "bind" && !filepath.IsAbs(m.Source):
+			return fmt.Errorf("mount %q at %q: a bind mount's source must be an absolute path", m.Source, m.Destination)
+		case !utf8.ValidString(m.Destination) || !utf8.ValidString(m.Source):
+			return fmt.Errorf("mount %q at %q: not valid UTF-8", m.Source, m.Destination)
+		}
+		if i := MountIndex(s, m.Destination); i >= 0 {
+			s.Mounts[i] = m
+			return nil
+		}
+		s.Mounts = append(s.Mounts, m)
+		return nil
+	}
+}
+
+// MountIndex is the index of the last mount of s at destination (the one the
+// container sees), or -1.
+func MountIndex(s *specs.Spec, destination string) int {
+	if s == nil {
+		return -1
+	}
+	for i := len(s.Mounts) - 1; i >= 0; i-- {
+		if filepath.Clean(s.Mounts[i].Destination) == filepath.Clean(destination) {
+			return i
+		}
+	}
+	return -1
+}
+
 // WithAnnotation sets one annotation.
 func WithAnnotation(key, value string) Opt {
 	return func(s *specs.Spec) error {
@@ -73,11 +112,14 @@ func NamespacePath(s *specs.Spec, typ specs.LinuxNamespaceType) (string, bool) {
 	return "", false
 }
 
-// Patch decodes the "annotations" and "linux.namespaces" of the spec JSON
-// raw, lets edit inspect them (the rest of the *specs.Spec it gets is not
-// decoded) and return options, applies them, and returns raw with only those
-// two replaced. Every other byte of meaning in raw, including fields unknown
-// to this package, is kept.
+// Patch decodes the "annotations", "mounts" and "linux.namespaces" of the
+// spec JSON raw, lets edit inspect them (the rest of the *specs.Spec it gets
+// is not decoded) and return options, applies them, and returns raw with
+// only what the options changed replaced: the annotations and namespaces
+// whole, and of the mounts only the entries that changed (their destination,
+// type, source and options; any other field of such an entry is kept) and
+// those appended. Every other byte of meaning in raw, including fields
+// unknown to this package, is kept.
 func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
@@ -92,6 +134,16 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 			return nil, fmt.Errorf("decode spec annotations: %w", err)
 		}
 	}
+	var rawMounts []json.RawMessage
+	if b, ok := top["mounts"]; ok {
+		if err := json.Unmarshal(b, &rawMounts); err != nil {
+			return nil, fmt.Errorf("decode spec mounts: %w", err)
+		}
+		if err := json.Unmarshal(b, &s.Mounts); err != nil {
+			return nil, fmt.Errorf("decode spec mounts: %w", err)
+		}
+	}
+	mounts := slices.Clone(s.Mounts)
 	var linux map[string]json.RawMessage
 	if b, ok := top["linux"]; ok {
 		if err := json.Unmarshal(b, &linux); err != nil {
@@ -116,6 +168,9 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 	if err := setField(top, "annotations", s.Annotations, len(s.Annotations) > 0); err != nil {
 		return nil, err
 	}
+	if err := patchMounts(top, rawMounts, mounts, s.Mounts); err != nil {
+		return nil, err
+	}
 	if s.Linux != nil {
 		if linux == nil {
 			linux = map[string]json.RawMessage{}
@@ -128,6 +183,48 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 		}
 	}
 	return json.Marshal(top)
+}
+
+// patchMounts writes into top["mounts"] the entries of after that differ
+// from before (raw holds before as stored), keeping each changed entry's
+// other fields. Options only replace or append mounts, never remove one.
+func patchMounts(top map[string]json.RawMessage, raw []json.RawMessage, before, after []specs.Mount) error {
+	if len(after) < len(before) {
+		return fmt.Errorf("encode spec mounts: %d of %d removed", len(before)-len(after), len(before))
+	}
+	changed := len(after) != len(before)
+	for i := range before {
+		if reflect.DeepEqual(before[i], after[i]) {
+			continue
+		}
+		changed = true
+		var entry map[string]json.RawMessage
+		if err := json.Unmarshal(raw[i], &entry); err != nil || entry == nil {
+			return fmt.Errorf("decode spec mount %d: not a JSON object", i)
+		}
+		m := after[i]
+		for k, v := range map[string]any{"destination": m.Destination, "type": m.Type, "source": m.Source, "options": m.Options} {
+			if err := setField(entry, k, v, k == "destination" || !reflect.ValueOf(v).IsZero()); err != nil {
+				return err
+			}
+		}
+		b, err := json.Marshal(entry)
+		if err != nil {
+			return fmt.Errorf("encode spec mount %d: %w", i, err)
+		}
+		raw[i] = b
+	}
+	if !changed {
+		return nil
+	}
+	for _, m := range after[len(before):] {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encode spec mount: %w", err)
+		}
+		raw = append(raw, b)
+	}
+	return setField(top, "mounts", raw, true)
 }
 
 func setField(m map[string]json.RawMessage, key string, v any, present bool) error {

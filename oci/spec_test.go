@@ -2,6 +2,7 @@ package oci
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -74,7 +75,7 @@ func TestNamespacePath(t *testing.T) {
 func TestRecordRoundTrip(t *testing.T) {
 	rec := Record{Target: "abc", Namespaces: map[string]NamespaceRecord{
 		"pid": {Result: Targeted, Stage: "create", Path: "/run/pins/x/pid", Inode: 4026532, PodPath: "/proc/9/ns/pid"},
-		"ipc": {Result: Fallback, Stage: "create", Reason: "target is CONTAINER_EXITED, not running"},
+		"ipc": {Result: Targeted, Stage: "create", Path: "/run/pins/x/ipc", Shares: []string{"sysv", "mqueue", "shm"}, Shm: "/run/pins/x/shm", PodShm: "/run/sb/shm"},
 	}}
 	var s specs.Spec
 	if err := Apply(&s, WithRecord(rec)); err != nil {
@@ -84,7 +85,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("ParseRecord: ok=%v err=%v", ok, err)
 	}
-	if got.Namespaces["pid"] != rec.Namespaces["pid"] || got.Namespaces["ipc"] != rec.Namespaces["ipc"] || got.Target != "abc" {
+	if !reflect.DeepEqual(got, rec) {
 		t.Errorf("round trip = %+v, want %+v", got, rec)
 	}
 	if _, ok, _ := ParseRecord(map[string]string{"other": "x"}); ok {
@@ -126,5 +127,70 @@ func TestPatchPropagatesErrors(t *testing.T) {
 	})
 	if err == nil {
 		t.Error("failing option ignored")
+	}
+}
+
+func TestWithMount(t *testing.T) {
+	shm := specs.Mount{Destination: "/dev/shm", Type: "bind", Source: "/run/pins/x/shm", Options: []string{"rbind", "rw"}}
+	s := specs.Spec{Mounts: []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm"},
+		{Destination: "/dev/shm/", Type: "bind", Source: "/run/sb/shm"},
+	}}
+	if err := Apply(&s, WithMount(shm)); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Mounts) != 3 || !reflect.DeepEqual(s.Mounts[2], shm) || s.Mounts[1].Type != "tmpfs" {
+		t.Errorf("the last /dev/shm mount must be replaced: %+v", s.Mounts)
+	}
+	var empty specs.Spec
+	if err := Apply(&empty, WithMount(shm)); err != nil || len(empty.Mounts) != 1 {
+		t.Errorf("no /dev/shm mount: want it appended, got %+v %v", empty.Mounts, err)
+	}
+	for _, bad := range []specs.Mount{{Destination: "dev/shm", Source: "/x"}, {Destination: "/dev/shm", Type: "bind", Source: "x"}, {Destination: "/dev/shm", Source: "/\xff"}} {
+		if err := Apply(&specs.Spec{}, WithMount(bad)); err == nil {
+			t.Errorf("WithMount(%+v) accepted", bad)
+		}
+	}
+}
+
+// Patch rewrites only the mount entries an option changed, keeping their
+// other fields (here uidMappings, which this runtime-spec version may not
+// know as such, and an unknown one), and leaves the rest byte for byte.
+func TestPatchMounts(t *testing.T) {
+	raw := []byte(`{"mounts":[{"destination":"/proc","type":"proc","source":"proc","future":[1]},` +
+		`{"destination":"/dev/shm","type":"bind","source":"/run/sb/shm","options":["rbind","ro"],"uidMappings":[{"containerID":0,"hostID":65536,"size":65536}],"future":true}],"future":{}}`)
+	out, err := Patch(raw, func(s *specs.Spec) ([]Opt, error) {
+		if i := MountIndex(s, "/dev/shm"); i != 1 || s.Mounts[i].Source != "/run/sb/shm" {
+			t.Errorf("edit sees mount %d of %+v", i, s.Mounts)
+		}
+		m := s.Mounts[1]
+		m.Source = "/run/pins/x/shm"
+		return []Opt{WithMount(m), WithMount(specs.Mount{Destination: "/extra", Type: "bind", Source: "/e"})}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Mounts []map[string]json.RawMessage `json:"mounts"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || len(got.Mounts) != 3 {
+		t.Fatalf("patched: %s %v", out, err)
+	}
+	if string(got.Mounts[0]["future"]) != "[1]" {
+		t.Errorf("unchanged entry altered: %s", out)
+	}
+	shm := got.Mounts[1]
+	if string(shm["source"]) != `"/run/pins/x/shm"` || string(shm["future"]) != "true" || len(shm["uidMappings"]) == 0 || string(shm["options"]) != `["rbind","ro"]` {
+		t.Errorf("changed entry: %s", out)
+	}
+	if string(got.Mounts[2]["destination"]) != `"/extra"` {
+		t.Errorf("appended entry: %s", out)
+	}
+
+	// no mount changed: the mounts are the stored bytes
+	out, err = Patch(raw, func(*specs.Spec) ([]Opt, error) { return []Opt{WithAnnotation("a", "b")}, nil })
+	if err != nil || !strings.Contains(string(out), `"future":[1]},{"destination":"/dev/shm","type":"bind"`) {
+		t.Errorf("unchanged mounts were re-encoded: %s %v", out, err)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -301,5 +303,128 @@ func TestSamePodByResolvedIDs(t *testing.T) {
 	}
 	if _, err := r.create(t, createReq("sandbox-2", pidTarget("app1"))); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("target in another sandbox: %v, want FailedPrecondition", err)
+	}
+}
+
+func ipcTarget(id string) *runtimeapi.NamespaceOption {
+	return &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: id}
+}
+
+func (r *rig) mount(id, dest string) (specs.Mount, bool) {
+	r.specs.mu.Lock()
+	defer r.specs.mu.Unlock()
+	s := r.specs.specs[id]
+	if i := oci.MountIndex(s, dest); i >= 0 {
+		return s.Mounts[i], true
+	}
+	return specs.Mount{}, false
+}
+
+// IPC TARGET opens the target's /dev/shm with its namespaces; a /dev/shm
+// that is not the pod's is pinned and the container's mount points at the
+// pin, keeping the backend's options; the record says what is shared.
+func TestCreateIPCSharesTargetShm(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.opened[len(r.opened)-1]; !slices.Equal(got, []namespaces.Kind{namespaces.IPC, namespaces.Shm}) {
+		t.Errorf("opened %v, want ipc and shm", got)
+	}
+	pin := "/pins/" + id + "/shm"
+	if m, _ := r.mount(id, "/dev/shm"); m.Source != pin || m.Type != "bind" || !slices.Equal(m.Options, []string{"rbind", "rprivate", "rw"}) {
+		t.Errorf("/dev/shm mount = %+v, want the pin %s with the backend's options", m, pin)
+	}
+	if p, ok := r.pins.Path(id, namespaces.Shm); !ok || p != pin {
+		t.Errorf("shm pin = %q %v", p, ok)
+	}
+	ipc := r.record(t, id).Namespaces["ipc"]
+	if ipc.Result != oci.Targeted || !slices.Equal(ipc.Shares, []string{"sysv", "mqueue", "shm"}) || ipc.Shm != pin || ipc.PodShm != r.specs.podShm().Source || ipc.ShmReason != "" {
+		t.Errorf("ipc record = %+v", ipc)
+	}
+	if _, ok := r.record(t, id).Namespaces["shm"]; ok {
+		t.Error("shm recorded as a namespace")
+	}
+}
+
+// The target's /dev/shm is the pod's (the same directory): nothing changes
+// and nothing more is pinned.
+func TestCreateIPCTargetShmIsThePods(t *testing.T) {
+	r := newRig(t, false)
+	r.specs.shmDir = t.TempDir()
+	podShm, err := namespaces.Stat(r.specs.shmDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := r.server.target.openNS
+	r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
+		hs, err := open(pid, kinds, verify)
+		for _, h := range hs {
+			if h.Kind == namespaces.Shm {
+				h.ID = podShm
+			}
+		}
+		return hs, err
+	}
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.shmDir {
+		t.Errorf("/dev/shm mount = %+v, want the pod's", m)
+	}
+	if _, ok := r.pins.Path(id, namespaces.Shm); ok {
+		t.Error("the pod's /dev/shm was pinned")
+	}
+	if ipc := r.record(t, id).Namespaces["ipc"]; !slices.Equal(ipc.Shares, []string{"sysv", "mqueue", "shm"}) || ipc.Shm != oci.ShmPod {
+		t.Errorf("ipc record = %+v", ipc)
+	}
+}
+
+// The target has no /dev/shm: the namespace is still joined, the record
+// says /dev/shm is not shared and why.
+func TestCreateIPCTargetWithoutShm(t *testing.T) {
+	r := newRig(t, false)
+	open := r.server.target.openNS
+	r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
+		return open(pid, slices.DeleteFunc(slices.Clone(kinds), func(k namespaces.Kind) bool { return k == namespaces.Shm }), verify)
+	}
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ipc := r.record(t, id).Namespaces["ipc"]; ipc.Result != oci.Targeted || !slices.Equal(ipc.Shares, []string{"sysv", "mqueue"}) || ipc.Shm != "" || !strings.Contains(ipc.ShmReason, "no /dev/shm") {
+		t.Errorf("ipc record = %+v", ipc)
+	}
+	if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.podShm().Source {
+		t.Errorf("/dev/shm mount = %+v, want the pod's", m)
+	}
+}
+
+// The namespace pins fail after the spec was pointed at the target's
+// /dev/shm: the fallback restores the pod's mount with the namespaces.
+func TestCreateIPCPinFailureRestoresShm(t *testing.T) {
+	r := newRig(t, false)
+	r.pins.holdErr = errors.New("mount: operation not permitted")
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.podShm().Source || m.Type != "bind" {
+		t.Errorf("/dev/shm mount = %+v, want the pod's back", m)
+	}
+	if p := r.nsPath(id, specs.IPCNamespace); p != "/proc/42/ns/ipc" {
+		t.Errorf("ipc path = %q, want the pod's", p)
+	}
+	if ipc := r.record(t, id).Namespaces["ipc"]; ipc.Result != oci.Fallback {
+		t.Errorf("ipc record = %+v", ipc)
+	}
+	if r.pinned(id) {
+		t.Error("pins left")
 	}
 }

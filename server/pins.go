@@ -52,6 +52,20 @@ func (p pinDir) Hold(id string, hs []*namespaces.Handle) error {
 	return nil
 }
 
+// Add pins one more handle for container id, at its path in Paths, and
+// returns that path. On error nothing of h stays pinned; the other pins of
+// id are left alone.
+func (p pinDir) Add(id string, h *namespaces.Handle) (string, error) {
+	paths, err := p.Paths(id, []*namespaces.Handle{h})
+	if err != nil {
+		return "", err
+	}
+	if err := namespaces.Pin(h, paths[h.Kind]); err != nil {
+		return "", err
+	}
+	return paths[h.Kind], nil
+}
+
 // Path returns the pin of kind for container id, if there is one.
 func (p pinDir) Path(id string, kind namespaces.Kind) (string, bool) {
 	d, ok := p.containerDir(id)

@@ -236,6 +236,16 @@ type fakeSpecs struct {
 	specs  map[string]*specs.Spec
 	err    error
 	onEdit func() // when set, EditSpec calls it first
+	shmDir string // the pod's /dev/shm; default a path that does not exist
+}
+
+// podShm is the /dev/shm mount containerd gives a container of the pod.
+func (f *fakeSpecs) podShm() specs.Mount {
+	src := f.shmDir
+	if src == "" {
+		src = "/nonexistent/sandboxes/sb1/shm"
+	}
+	return specs.Mount{Destination: "/dev/shm", Type: "bind", Source: src, Options: []string{"rbind", "rprivate", "rw"}}
 }
 
 // EditSpec fails, as a containerd client would, when ctx is done.
@@ -255,7 +265,8 @@ func (f *fakeSpecs) EditSpec(ctx context.Context, id string, edit func(*specs.Sp
 	if !ok {
 		// what containerd makes for pid/ipc POD
 		s = &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
-			{Type: specs.PIDNamespace, Path: "/proc/42/ns/pid"}, {Type: specs.IPCNamespace, Path: "/proc/42/ns/ipc"}}}}
+			{Type: specs.PIDNamespace, Path: "/proc/42/ns/pid"}, {Type: specs.IPCNamespace, Path: "/proc/42/ns/ipc"}}},
+			Mounts: []specs.Mount{{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue"}, f.podShm()}}
 		f.specs[id] = s
 	}
 	opts, err := edit(s)
@@ -269,6 +280,7 @@ type fakePins struct {
 	mu         sync.Mutex
 	held       map[string]map[namespaces.Kind]string
 	err        error
+	holdErr    error            // Hold fails (Add does not)
 	releaseErr map[string]error // Release of these ids fails
 }
 
@@ -287,8 +299,30 @@ func (f *fakePins) Hold(id string, hs []*namespaces.Handle) error {
 	if f.err != nil {
 		return f.err
 	}
-	f.held[id] = paths
+	if f.holdErr != nil {
+		return f.holdErr
+	}
+	if f.held[id] == nil {
+		f.held[id] = map[namespaces.Kind]string{}
+	}
+	for k, p := range paths {
+		f.held[id][k] = p
+	}
 	return nil
+}
+
+func (f *fakePins) Add(id string, h *namespaces.Handle) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return "", f.err
+	}
+	if f.held[id] == nil {
+		f.held[id] = map[namespaces.Kind]string{}
+	}
+	path := "/pins/" + id + "/" + string(h.Kind)
+	f.held[id][h.Kind] = path
+	return path, nil
 }
 
 // pinned tells whether id has pins.

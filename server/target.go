@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ type (
 	pinStore interface {
 		Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
 		Hold(id string, hs []*namespaces.Handle) error
+		Add(id string, h *namespaces.Handle) (string, error)
 		Path(id string, kind namespaces.Kind) (string, bool)
 		Release(id string) error
 		IDs() ([]string, error)
@@ -78,8 +80,12 @@ type outcome struct {
 	name    string // the new container's name, for messages
 	rec     oci.Record
 	handles []*namespaces.Handle // open target namespaces, until pinned
+	shm     *namespaces.Handle   // the target's /dev/shm, opened with an ipc namespace
 	pid     uint32               // the target's pid the handles were opened through
 	fails   []failure            // fallbacks, in the order they were decided
+	// podShm is the /dev/shm mount the backend gave the container, when
+	// the spec was pointed at the target's instead: what unpoint restores.
+	podShm *specs.Mount
 }
 
 // failure is one fallback, with the code strict mode answers it with.
@@ -98,6 +104,9 @@ func (o *outcome) fallBack(kind string, stage string, why reasonKind, code codes
 func (o *outcome) close() {
 	for _, h := range o.handles {
 		h.Close()
+	}
+	if o.shm != nil {
+		o.shm.Close()
 	}
 }
 
@@ -148,12 +157,23 @@ func (t *targeter) prepare(ctx context.Context, req *runtimeapi.CreateContainerR
 	}
 	// No verify here: the pid is confirmed (confirmPID) while the backend
 	// creates the container, still after the namespaces were opened.
-	hs, err := t.openNS(int(pid), p.kinds, nil)
+	// IPC means the target's /dev/shm too: it is opened in the same
+	// pidfd-checked step, so it is the target's for the same reasons.
+	kinds := p.kinds
+	if slices.Contains(kinds, namespaces.IPC) {
+		kinds = append(slices.Clip(kinds), namespaces.Shm)
+	}
+	hs, err := t.openNS(int(pid), kinds, nil)
 	if err != nil {
 		return fail(whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
 	}
-	o.handles, o.pid = hs, pid
+	o.pid = pid
 	for _, h := range hs {
+		if h.Kind == namespaces.Shm {
+			o.shm = h
+			continue
+		}
+		o.handles = append(o.handles, h)
 		o.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino}
 	}
 	return o, nil
@@ -180,7 +200,7 @@ func (o *outcome) unconfirmed(err error) {
 		o.fallBack(string(h.Kind), "create", whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
 	}
 	o.close()
-	o.handles = nil
+	o.handles, o.shm = nil, nil
 }
 
 // resolveTarget finds the target through the backend's CRI, which also
@@ -256,6 +276,9 @@ func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
 			o.rec.Namespaces[kind] = r
 			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), r.Path))
 		}
+		if r, ok := o.rec.Namespaces[string(namespaces.IPC)]; ok && r.Result == oci.Targeted {
+			opts = append(opts, t.shareIPC(id, spec, o)...)
+		}
 		return append(opts, oci.WithRecord(o.rec)), nil
 	})
 	if holdErr := <-held; holdErr != nil {
@@ -305,11 +328,58 @@ func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
 	return nil
 }
 
+// shareIPC records what a targeted ipc namespace shares, and points the
+// container's /dev/shm at the target's where that is not the pod's: SysV IPC
+// and POSIX message queues belong to the namespace (the runtime mounts
+// /dev/mqueue after joining it); POSIX shared memory is the /dev/shm mount.
+// A /dev/shm that cannot be shared leaves the backend's and says why: the
+// namespace is still the target's.
+func (t *targeter) shareIPC(id string, spec *specs.Spec, o *outcome) []oci.Opt {
+	r := o.rec.Namespaces[string(namespaces.IPC)]
+	defer func() { o.rec.Namespaces[string(namespaces.IPC)] = r }()
+	r.Shares = []string{"sysv"}
+	if i := oci.MountIndex(spec, "/dev/mqueue"); i < 0 || spec.Mounts[i].Type == "mqueue" {
+		r.Shares = append(r.Shares, "mqueue")
+	}
+	if o.shm == nil {
+		r.ShmReason = "the target has no /dev/shm"
+		return nil
+	}
+	i := oci.MountIndex(spec, "/dev/shm")
+	if i < 0 {
+		// nothing of the backend's to replace, and so nothing a fallback
+		// could restore
+		r.ShmReason = "the backend gave the container no /dev/shm mount"
+		return nil
+	}
+	pod := spec.Mounts[i]
+	r.PodShm = pod.Source
+	if id, err := namespaces.Stat(pod.Source); err == nil && id == o.shm.ID {
+		r.Shares, r.Shm = append(r.Shares, "shm"), oci.ShmPod
+		return nil
+	}
+	path, err := t.pins.Add(id, o.shm)
+	if err != nil {
+		r.ShmReason = fmt.Sprintf("pin the target's /dev/shm: %v", err)
+		return nil
+	}
+	m := specs.Mount{Destination: pod.Destination, Type: "bind", Source: path, Options: []string{"rbind", "nosuid", "nodev", "noexec", "rw"}}
+	if pod.Type == "bind" {
+		m.Options = slices.Clone(pod.Options)
+	}
+	o.podShm = &specs.Mount{Destination: pod.Destination, Type: pod.Type, Source: pod.Source, Options: slices.Clone(pod.Options)}
+	r.Shares, r.Shm = append(r.Shares, "shm"), path
+	return []oci.Opt{oci.WithMount(m)}
+}
+
 // unpoint points the namespaces the spec was pointed at (now fallbacks in
 // o) back at the pod's, podPaths, and records why.
 func (t *targeter) unpoint(ctx context.Context, id string, o *outcome, podPaths map[namespaces.Kind]string) error {
 	return t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		var opts []oci.Opt
+		if o.podShm != nil {
+			opts = append(opts, oci.WithMount(*o.podShm))
+		}
 		for kind, path := range podPaths {
 			if path == "" {
 				return nil, fmt.Errorf("no pod %s namespace recorded to fall back to", kind)
