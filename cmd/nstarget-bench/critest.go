@@ -99,7 +99,7 @@ func critestCmd(ctx context.Context, args []string) error {
 // in front of it, alternating, and writes the side-by-side summary.
 func critestBench(ctx context.Context, o critestOptions) (err error) {
 	start := time.Now()
-	tmp, err := os.MkdirTemp("/tmp", "nsb-")
+	tmp, err := harness.TempDir("nsb-") // containerd's dir is below: see harness.DirMode
 	if err != nil {
 		return err
 	}

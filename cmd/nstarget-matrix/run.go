@@ -87,7 +87,9 @@ func runCmd(ctx context.Context, args []string) error {
 
 func run(ctx context.Context, o runOptions) (err error) {
 	start := time.Now()
-	tmp, err := os.MkdirTemp("/tmp", "nsm-")
+	// containerd's directory is below tmp: DirMode, or containers in a user
+	// namespace cannot reach their rootfs (critest's UserNamespaces specs)
+	tmp, err := harness.TempDir("nsm-")
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func StartBackend(ctx context.Context, label, tmp string, opts harness.EnvOption
 		opts.CNIConfList = b.bridge.ConfList()
 		fmt.Printf("• pod network: bridge %s, %s (forwarding off the bridge dropped)\n", b.bridge.Name, b.bridge.Subnet)
 	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+	if err := os.MkdirAll(opts.Dir, harness.DirMode); err != nil {
 		return nil, err
 	}
 	fmt.Printf("• %s: starting %s in %s\n", label, opts.Binary, opts.Dir)

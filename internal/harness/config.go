@@ -249,7 +249,7 @@ func hostsTOML(registryHost string) string {
 func writeConfigOpts(opts Options) (string, error) {
 	dir := opts.Dir
 	if n := len(socketPath(dir) + ".ttrpc"); n > maxSocketPath {
-		return "", fmt.Errorf("dir %q is too long for unix sockets (%d > %d bytes): use a short dir such as os.MkdirTemp(\"/tmp\", \"nst-\")", dir, n, maxSocketPath)
+		return "", fmt.Errorf("dir %q is too long for unix sockets (%d > %d bytes): use a short dir such as harness.TempDir(\"nst-\")", dir, n, maxSocketPath)
 	}
 	if opts.RegistryHost == "" || opts.SandboxImage == "" {
 		return "", fmt.Errorf("registry host %q and sandbox image %q: both are required", opts.RegistryHost, opts.SandboxImage)

@@ -28,8 +28,9 @@ const (
 // Options configure StartContainerd.
 type Options struct {
 	// Dir holds everything containerd writes; it must be short (unix socket
-	// paths are limited to ~108 bytes), e.g. os.MkdirTemp("/tmp", "nst-").
-	// Stop removes it.
+	// paths are limited to ~108 bytes), e.g. TempDir("nst-"). It is made
+	// mode DirMode, and every directory above it must be traversable by
+	// others (see DirMode). Stop removes it.
 	Dir string
 	// RegistryHost ("127.0.0.1:PORT") is mirrored to http://RegistryHost.
 	RegistryHost string
@@ -115,7 +116,7 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 		opts.StartTimeout = defaultStartTimeout
 	}
 	if opts.Dir == "" {
-		return nil, errors.New("containerd dir: empty; need a short directory such as os.MkdirTemp(\"/tmp\", \"nst-\")")
+		return nil, errors.New("containerd dir: empty; need a short directory such as harness.TempDir(\"nst-\")")
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -124,6 +125,9 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 	opts.Dir = dir
 	configPath, err := writeConfigOpts(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := prepareDir(dir); err != nil {
 		return nil, err
 	}
 	c := &Containerd{Dir: dir, opts: opts, configPath: configPath}

@@ -32,7 +32,7 @@ type Env struct {
 }
 
 // Start builds the images, serves them and starts containerd in dir; an
-// empty dir means a new os.MkdirTemp("/tmp", "nst-"). Close, like a failed
+// empty dir means a new TempDir("nst-"). Close, like a failed
 // Start, removes dir.
 func Start(ctx context.Context, dir string) (*Env, error) {
 	return StartWith(ctx, EnvOptions{Dir: dir})
@@ -40,7 +40,7 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 
 // EnvOptions configure StartWith.
 type EnvOptions struct {
-	// Dir is containerd's directory; empty means a new os.MkdirTemp("/tmp", "nst-").
+	// Dir is containerd's directory; empty means a new TempDir("nst-").
 	Dir string
 	// Binary, ConfigVersion and Runc choose the containerd and its runc (see Options).
 	Binary        string
@@ -48,6 +48,8 @@ type EnvOptions struct {
 	Runc          string
 	// Images are served besides BusyboxName and PauseName, keyed "name:tag".
 	Images map[string]*Image
+	// BusyboxFiles are added to the BusyboxName image (e.g. bin/ipcprobe).
+	BusyboxFiles []File
 	// RegistryAliases and CNIConfList are passed to containerd (see Options).
 	RegistryAliases []string
 	CNIConfList     string
@@ -55,13 +57,13 @@ type EnvOptions struct {
 
 // StartWith is Start with options.
 func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
-	reg, err := startImageRegistry(o.Images)
+	reg, err := startImageRegistry(o.Images, o.BusyboxFiles)
 	if err != nil {
 		return nil, err
 	}
 	dir := o.Dir
 	if dir == "" {
-		if dir, err = os.MkdirTemp("/tmp", "nst-"); err != nil {
+		if dir, err = TempDir("nst-"); err != nil {
 			return nil, errors.Join(fmt.Errorf("create containerd dir: %w", err), reg.Close())
 		}
 	}
@@ -76,10 +78,10 @@ func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
 	return e, nil
 }
 
-// startImageRegistry builds the busybox and pause images and serves them
-// with extra.
-func startImageRegistry(extra map[string]*Image) (*Registry, error) {
-	busybox, err := BuildBusybox([]string{"sh"})
+// startImageRegistry builds the busybox (with files) and pause images and
+// serves them with extra.
+func startImageRegistry(extra map[string]*Image, files []File) (*Registry, error) {
+	busybox, err := BuildImage(ImageOptions{Cmd: []string{"sh"}, Files: files})
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", BusyboxName, err)
 	}
