@@ -56,7 +56,12 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if env, err = harness.Start(ctx, ""); err != nil {
+	probe, err := harness.BuildIPCProbe(root, tmp)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env, err = harness.StartWith(ctx, harness.EnvOptions{BusyboxFiles: []harness.File{probe}}); err != nil {
 		fmt.Fprintln(os.Stderr, "start containerd:", err)
 		return 1
 	}

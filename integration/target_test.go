@@ -92,8 +92,13 @@ func TestIPCTarget(t *testing.T) {
 	if path, pin := nsPath(ci, "ipc"), s.StateDir()+"/pins/"+dbg+"/ipc"; path != pin {
 		t.Errorf("spec ipc path = %q, want the pin %q", path, pin)
 	}
-	if r := record(t, ci).Namespaces["ipc"]; r.Result != oci.Targeted {
-		t.Errorf("ipc record = %+v", r)
+	r := record(t, ci).Namespaces["ipc"]
+	if r.Result != oci.Targeted || r.Shm != oci.ShmPod || len(r.Shares) != 3 {
+		t.Errorf("ipc record = %+v, want targeted, sharing sysv, mqueue and the pod's /dev/shm", r)
+	}
+	// the app's /dev/shm is the pod's: the debug container's is left as is
+	if m := specMount(ci, "/dev/shm"); m.Source == "" || m.Source != r.PodShm {
+		t.Errorf("spec /dev/shm = %+v, want the pod's %q", m, r.PodShm)
 	}
 }
 

@@ -34,6 +34,23 @@ func BuildShim(moduleRoot, dir string, tags ...string) (string, error) {
 	return bin, nil
 }
 
+// BuildIPCProbe builds internal/ipcprobe, statically, into dir and returns
+// it as an image file, bin/ipcprobe.
+func BuildIPCProbe(moduleRoot, dir string) (File, error) {
+	bin := filepath.Join(dir, "ipcprobe")
+	cmd := exec.Command("go", "build", "-o", bin, "./internal/ipcprobe")
+	cmd.Dir = moduleRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return File{}, fmt.Errorf("build ipcprobe: %w\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Name: "bin/ipcprobe", Mode: 0o755, Data: b}, nil
+}
+
 // Shim is a cri-nstarget process in front of a containerd.
 type Shim struct {
 	Binary  string
