@@ -77,7 +77,7 @@ CONTAINERD2_VERSION ?= v2.4.2
 CONTAINERD2_BIN     := $$(CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd2.sh)/containerd
 RUNC2_BIN           := $$(./hack/runc.sh)/runc
 integration-containerd2: deps build h2spec-tool
-	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
+	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec NSTARGET_REQUIRE_USERNS=1 \
 		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
 # `make matrix` (outside `make test`, which keeps CI short): the same legs on

@@ -87,11 +87,16 @@ var podCount atomic.Int32
 // directly if that endpoint is gone.
 func runPod(t *testing.T, c cri, pidMode runtimeapi.NamespaceMode) pod {
 	t.Helper()
+	return runPodWith(t, c, &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: pidMode})
+}
+
+// runPodWith is runPod with the pod's namespace options.
+func runPodWith(t *testing.T, c cri, ns *runtimeapi.NamespaceOption) pod {
+	t.Helper()
 	n := podCount.Add(1)
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: fmt.Sprintf("p%d", n), Uid: fmt.Sprintf("uid-%d-%d", os.Getpid(), n), Namespace: "nst"},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: pidMode}}},
+		Linux:    &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}},
 	}
 	resp, err := c.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
