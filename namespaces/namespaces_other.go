@@ -23,3 +23,6 @@ func Unpin(string) error { return errUnsupported }
 
 // HasInit is not supported off Linux.
 func HasInit(string) (bool, error) { return false, errUnsupported }
+
+// CanJoin is not supported off Linux.
+func CanJoin(*Handle, string) (bool, error) { return false, errUnsupported }

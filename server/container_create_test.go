@@ -428,3 +428,60 @@ func TestCreateIPCPinFailureRestoresShm(t *testing.T) {
 		t.Error("pins left")
 	}
 }
+
+// A user-namespaced pod: the join is checked against the user namespace the
+// backend put in the spec. Where the kernel would refuse it, the default
+// shim falls back to the pod's namespace and says why, keeping no pin; a
+// strict shim refuses with FailedPrecondition and removes what the backend made.
+func TestCreateUsernsJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		strict  bool
+		canJoin bool
+	}{
+		{"joinable", false, true},
+		{"refused", false, false},
+		{"refused strict", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.strict)
+			r.specs.userns = "/proc/77/ns/user"
+			var asked []string
+			r.server.target.canJoin = func(h *namespaces.Handle, userns string) (bool, error) {
+				asked = append(asked, string(h.Kind)+" from "+userns)
+				return tc.canJoin, nil
+			}
+			r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+			id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+			if want := []string{"pid from /proc/77/ns/user"}; !slices.Equal(asked, want) {
+				t.Errorf("asked %v, want %v", asked, want)
+			}
+			switch {
+			case tc.strict:
+				if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "refuse the join") {
+					t.Fatalf("strict create = %v, want FailedPrecondition saying the kernel would refuse the join", err)
+				}
+				if n := r.backendContainers(); n != 1 { // the target only
+					t.Errorf("backend holds %d containers, want the target only", n)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case tc.canJoin:
+				if p := r.nsPath(id, specs.PIDNamespace); p != "/pins/"+id+"/pid" {
+					t.Errorf("pid path = %q, want the pin", p)
+				}
+			default:
+				pid := r.record(t, id).Namespaces["pid"]
+				if pid.Result != oci.Fallback || !strings.Contains(pid.Reason, "user namespace") {
+					t.Errorf("pid record = %+v, want a fallback naming the user namespace", pid)
+				}
+				if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
+					t.Errorf("pid path = %q, want the pod's", p)
+				}
+			}
+			if !tc.canJoin && r.pinned(id) {
+				t.Error("pins kept for a namespace nothing joins")
+			}
+		})
+	}
+}

@@ -36,6 +36,10 @@ const (
 	reasonPinFailed reasonKind = "pin_failed"
 	// The new container's spec could not be pointed at the pins.
 	reasonSpecUpdateFailed reasonKind = "spec_update_failed"
+	// The container's user namespace (a user-namespaced pod's) holds no
+	// rights in the user namespace that owns the target's namespace, so
+	// the kernel would refuse the join.
+	reasonUsernsRefused reasonKind = "userns_refused"
 )
 
 // Results of targeting, as the metric labels them: oci.Targeted and

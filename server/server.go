@@ -99,6 +99,7 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		pins:    pins,
 		openNS:  namespaces.Open,
 		hasInit: namespaces.HasInit,
+		canJoin: namespaces.CanJoin,
 		strict:  strict,
 		log:     log,
 		metrics: m,

@@ -237,6 +237,7 @@ type fakeSpecs struct {
 	err    error
 	onEdit func() // when set, EditSpec calls it first
 	shmDir string // the pod's /dev/shm; default a path that does not exist
+	userns string // the pod's user namespace; default none (the host's)
 }
 
 // podShm is the /dev/shm mount containerd gives a container of the pod.
@@ -267,6 +268,9 @@ func (f *fakeSpecs) EditSpec(ctx context.Context, id string, edit func(*specs.Sp
 		s = &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
 			{Type: specs.PIDNamespace, Path: "/proc/42/ns/pid"}, {Type: specs.IPCNamespace, Path: "/proc/42/ns/ipc"}}},
 			Mounts: []specs.Mount{{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue"}, f.podShm()}}
+		if f.userns != "" {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: f.userns})
+		}
 		f.specs[id] = s
 	}
 	opts, err := edit(s)
@@ -417,6 +421,7 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 		return hs, nil
 	}
 	r.server.target.hasInit = func(string) (bool, error) { return r.live, nil }
+	r.server.target.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
 	r.shimLis = bufconn.Listen(1 << 20)
 	go r.server.Serve(r.shimLis)
 	t.Cleanup(func() {

@@ -63,6 +63,7 @@ type targeter struct {
 	pins    pinStore
 	openNS  func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error)
 	hasInit func(path string) (bool, error)
+	canJoin func(h *namespaces.Handle, userns string) (bool, error)
 	strict  bool
 	log     *logrus.Entry
 	metrics Metrics // nil: none
@@ -266,14 +267,23 @@ func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
 		}
 		go func() { held <- t.pins.Hold(id, o.handles) }()
 	}
+	refused := 0
 	editErr := t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		var opts []oci.Opt
-		for kind, r := range o.rec.Namespaces {
+		userns, _ := oci.NamespacePath(spec, specs.UserNamespace)
+		for _, h := range o.handles {
+			kind := string(h.Kind)
+			r := o.rec.Namespaces[kind]
 			if r.Result != oci.Targeted {
 				continue
 			}
 			r.PodPath, _ = oci.NamespacePath(spec, specs.LinuxNamespaceType(kind))
 			o.rec.Namespaces[kind] = r
+			if reason := t.joinRefused(h, userns); reason != "" {
+				o.fallBack(kind, "create", reasonUsernsRefused, codes.FailedPrecondition, reason)
+				refused++
+				continue
+			}
 			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), r.Path))
 		}
 		if r, ok := o.rec.Namespaces[string(namespaces.IPC)]; ok && r.Result == oci.Targeted {
@@ -287,6 +297,9 @@ func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
 		}
 		podPaths := map[namespaces.Kind]string{}
 		for _, h := range o.handles {
+			if o.rec.Namespaces[string(h.Kind)].Result != oci.Targeted {
+				continue // refused already: the spec was not pointed at it
+			}
 			podPaths[h.Kind] = o.rec.Namespaces[string(h.Kind)].PodPath
 			o.fallBack(string(h.Kind), "create", reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", holdErr))
 		}
@@ -304,6 +317,17 @@ func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
 			}
 			t.report(id, o)
 			return nil
+		}
+	}
+	if editErr == nil && refused > 0 {
+		if err := t.strictErr(o); err != nil {
+			return err
+		}
+		if refused == len(o.handles) {
+			// nothing joins a pin: none is kept
+			if rerr := t.pins.Release(id); rerr != nil {
+				t.log.WithError(rerr).WithField("container", id).Warn("release pins")
+			}
 		}
 	}
 	if editErr != nil {
@@ -326,6 +350,23 @@ func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
 	}
 	t.report(id, o)
 	return nil
+}
+
+// joinRefused says why a container in the user namespace at userns (the
+// spec's; "" for a new one or the host's, which can join anything the shim
+// can open) could not join the namespace h holds, or "" if it can.
+func (t *targeter) joinRefused(h *namespaces.Handle, userns string) string {
+	if userns == "" {
+		return ""
+	}
+	ok, err := t.canJoin(h, userns)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("check that the container's user namespace %s may join the target's %s namespace: %v", userns, h.Kind, err)
+	case !ok:
+		return fmt.Sprintf("the container's user namespace (%s) holds no rights in the user namespace that owns the target's %s namespace %s: the kernel would refuse the join", userns, h.Kind, h.ID)
+	}
+	return ""
 }
 
 // shareIPC records what a targeted ipc namespace shares, and points the
