@@ -117,6 +117,9 @@ func sees(ps string, cmd []string) bool { return strings.Contains(ps, strings.Jo
 type pod struct {
 	id  string
 	cfg *runtimeapi.PodSandboxConfig
+	// userns is the pod's userns_options (hostUsers: false), which every
+	// container of the pod gets too, as kubelet sends them; nil: the host's.
+	userns *runtimeapi.UserNamespace
 }
 
 // newPod runs a pod whose containers get their own PID namespace unless
@@ -140,7 +143,7 @@ func (c *tc) newPod(name string, edit ...func(*runtimeapi.PodSandboxConfig)) *po
 	if err != nil {
 		c.fatalf("setup: RunPodSandbox %s: %v", name, err)
 	}
-	p := &pod{id: resp.GetPodSandboxId(), cfg: cfg}
+	p := &pod{id: resp.GetPodSandboxId(), cfg: cfg, userns: cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()}
 	c.Cleanup(func() {
 		ctx, cancel := cleanupCtx()
 		defer cancel()
@@ -179,6 +182,10 @@ type ctr struct {
 func (c *tc) create(p *pod, s ctr) (string, error) {
 	if s.ns == nil {
 		s.ns = &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}
+	}
+	if p.userns != nil && s.ns.UsernsOptions == nil {
+		// A copy: s.ns may be shared (own, pidT's callers).
+		s.ns = &runtimeapi.NamespaceOption{Network: s.ns.Network, Pid: s.ns.Pid, Ipc: s.ns.Ipc, TargetId: s.ns.TargetId, UsernsOptions: p.userns}
 	}
 	if s.ns.Network == runtimeapi.NamespaceMode_POD && suite.network == runtimeapi.NamespaceMode_NODE {
 		s.ns.Network = runtimeapi.NamespaceMode_NODE

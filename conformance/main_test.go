@@ -26,6 +26,7 @@ var (
 	privileged      = flag.Bool("privileged", true, "run the cases that need a privileged host-PID helper container (PID reuse)")
 	caseTimeout     = flag.Duration("case-timeout", 2*time.Minute, "time limit of one case")
 	pull            = flag.Bool("pull", true, "pull --test-image when the runtime does not have it")
+	requireUserns   = flag.Bool("require-userns", false, "fail, instead of skipping, the user-namespace cases when the runtime does not report user-namespace support")
 )
 
 // suite is what every case shares: the endpoint's clients.
@@ -158,9 +159,9 @@ func printSummary() {
 		counts[r.Result]++
 		detail := r.Behaviour
 		if r.Reason != "" {
-			detail = strings.TrimSpace(r.Reason + "; " + detail)
+			detail = strings.TrimSuffix(r.Reason+"; "+detail, "; ")
 		}
-		fmt.Printf("%-4s %-40s %s\n", strings.ToUpper(r.Result), r.Case, strings.TrimSuffix(detail, "; "))
+		fmt.Printf("%-4s %-40s %s\n", strings.ToUpper(r.Result), r.Case, detail)
 	}
 	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
 }

@@ -22,6 +22,8 @@ var (
 func TestTarget(t *testing.T) {
 	runCase(t, "pid-target", "PID TARGET: the debug container sees the target's processes, in the target's PID namespace", casePIDTarget)
 	runCase(t, "ipc-target", "IPC TARGET: the debug container is in the target's own IPC namespace, not the pod's", caseIPCTarget)
+	runCase(t, "userns/pid-target", "user-namespaced pod (hostUsers: false), PID TARGET: the debug container sees the target's processes, in the target's PID namespace and the pod's user namespace", caseUsernsPIDTarget)
+	runCase(t, "userns/ipc-target", "user-namespaced pod (hostUsers: false), IPC TARGET: the debug container is in the target's own IPC namespace and the pod's user namespace", caseUsernsIPCTarget)
 	runCase(t, "target-isolation", "the target keeps its namespaces; other containers of the pod do not see it or the debug container", caseIsolation)
 	runCase(t, "two-debug", "two debug containers targeting one container share its PID namespace", caseTwoDebug)
 	runCase(t, "target-restarted", "after the target is replaced (same name, attempt+1), a debug container targeting the new one joins the new one", caseRestarted)
@@ -54,11 +56,12 @@ func clip(s string) string {
 	return s
 }
 
-// targetPod runs a pod with the reference container and an app container
-// in its own PID namespace; it returns the pod, its namespaces and the app.
-func targetPod(c *tc) (*pod, podNS, string, []string) {
+// targetPod runs a pod (edited by edit) with the reference container and an
+// app container in its own PID namespace; it returns the pod, its
+// namespaces, the app and the app's command.
+func targetPod(c *tc, edit ...func(*runtimeapi.PodSandboxConfig)) (*pod, podNS, string, []string) {
 	c.Helper()
-	p := c.newPod("target")
+	p := c.newPod("target", edit...)
 	pns := c.podNamespaces(p)
 	appCmd := marker()
 	app := c.run(p, ctr{name: "app", cmd: appCmd, ns: own})
@@ -70,6 +73,13 @@ func targetPod(c *tc) (*pod, podNS, string, []string) {
 
 func casePIDTarget(c *tc) {
 	p, pns, app, appCmd := targetPod(c)
+	checkPIDTarget(c, p, pns, app, appCmd)
+}
+
+// checkPIDTarget runs a debug container with pid TARGET of app in p and
+// checks it is in app's PID namespace and sees appCmd; it returns its id.
+func checkPIDTarget(c *tc, p *pod, pns podNS, app string, appCmd []string) string {
+	c.Helper()
 	dbg := c.run(p, ctr{name: "debug", ns: pidT(app)})
 	appNS, dbgNS := c.ns("app", app, "pid"), c.ns("debug", dbg, "pid")
 	c.saw("debug %s, target %s, pod %s", dbgNS, appNS, pns.pid)
@@ -83,14 +93,23 @@ func casePIDTarget(c *tc) {
 	if ps := c.procs("debug", dbg); !sees(ps, appCmd) {
 		c.errorf("debug container does not see the target's process %q:\n%s", strings.Join(appCmd, " "), ps)
 	}
+	return dbg
 }
 
 func caseIPCTarget(c *tc) {
 	p := c.newPod("ipc")
-	pns := c.podNamespaces(p)
+	checkIPCTarget(c, p, c.podNamespaces(p))
+}
+
+// checkIPCTarget runs in p an app that enters an IPC namespace of its own
+// and a debug container with ipc (and pid) TARGET of the app, and checks the
+// debug container is in the app's IPC namespace. It returns the app and the
+// debug container.
+func checkIPCTarget(c *tc, p *pod, pns podNS) (app, dbg string) {
+	c.Helper()
 	// The runtime puts every container in the pod's IPC namespace; the app
 	// enters one of its own, so that only real targeting can join it.
-	app := c.run(p, ctr{name: "app", cmd: append([]string{"unshare", "-i"}, marker()...), ns: own, caps: []string{"SYS_ADMIN"}})
+	app = c.run(p, ctr{name: "app", cmd: append([]string{"unshare", "-i"}, marker()...), ns: own, caps: []string{"SYS_ADMIN"}})
 	var appIPC string
 	c.eventually("the app to enter its own IPC namespace (unshare -i)", func() error {
 		out, err := c.exec(app, "readlink", "/proc/1/ns/ipc")
@@ -102,7 +121,7 @@ func caseIPCTarget(c *tc) {
 		}
 		return nil
 	})
-	dbg := c.run(p, ctr{name: "debug", ns: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: app}})
+	dbg = c.run(p, ctr{name: "debug", ns: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: app}})
 	dbgIPC := c.ns("debug", dbg, "ipc")
 	c.saw("debug %s, target %s, pod %s", dbgIPC, appIPC, pns.ipc)
 	switch dbgIPC {
@@ -112,6 +131,7 @@ func caseIPCTarget(c *tc) {
 	default:
 		c.errorf("debug container is in an unrelated IPC namespace %s (target's %s, pod's %s)", dbgIPC, appIPC, pns.ipc)
 	}
+	return app, dbg
 }
 
 func caseIsolation(c *tc) {
