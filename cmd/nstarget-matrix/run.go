@@ -17,6 +17,12 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
+// usernsBackends are the backends whose default runtime handler must support
+// user namespaces (containerd 2.4.2 with runc 1.5.2): there, the suite's
+// user-namespace cases must run, and a backend that stops reporting support
+// fails them instead of skipping them. containerd 1.6 has no support.
+var usernsBackends = map[string]bool{"containerd-2.4": true}
+
 // runOptions configure one backend's run.
 type runOptions struct {
 	backend       string // label, e.g. "containerd-1.6"
@@ -26,6 +32,7 @@ type runOptions struct {
 	suite         string
 	suiteRun      string
 	suiteNetwork  string
+	suiteUserns   bool // the suite fails, not skips, its user-namespace cases without support
 	critest       string
 	critestSkip   string
 	critestFloor  int // specs that must pass, directly and through the shim
@@ -46,6 +53,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.suite, "suite", "", "the TARGET suite binary (go test -c ./conformance); empty skips it")
 	fs.StringVar(&o.suiteRun, "suite-run", "", "only the suite's cases matching this -test.run pattern (e.g. TestTarget/pid-reuse)")
 	fs.StringVar(&o.suiteNetwork, "suite-pod-network-mode", "host", "the suite's --pod-network-mode: host, or pod (on the CNI bridge)")
+	fs.BoolVar(&o.suiteUserns, "suite-require-userns", false, "the suite's --require-userns: its user-namespace cases fail instead of skipping when the backend reports no support; default: on for the backends that must support them (containerd-2.4)")
 	fs.StringVar(&o.critest, "critest", "", "critest binary; empty skips critest")
 	fs.StringVar(&o.critestSkip, "critest-skip", "hack/critest/skip.txt", "critest skip list (REGEXP | reason)")
 	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 84, containerd-2.1: 92, containerd-2.4: 98)")
@@ -73,6 +81,11 @@ func runCmd(ctx context.Context, args []string) error {
 		if o.backend, err = critest.BackendLabel(o.containerd); err != nil {
 			return err
 		}
+	}
+	usernsSet := false
+	fs.Visit(func(f *flag.Flag) { usernsSet = usernsSet || f.Name == "suite-require-userns" })
+	if !usernsSet {
+		o.suiteUserns = usernsBackends[o.backend]
 	}
 	if o.critest != "" && o.critestFloor == 0 {
 		if o.critestFloor = critestFloors[o.backend]; o.critestFloor == 0 {
@@ -202,6 +215,9 @@ func runSuite(ctx context.Context, o runOptions, name, endpoint, image string) (
 		"--pod-network-mode", o.suiteNetwork, "-test.v", "-test.timeout", "30m"}
 	if o.suiteRun != "" {
 		args = append(args, "-test.run", o.suiteRun)
+	}
+	if o.suiteUserns {
+		args = append(args, "--require-userns")
 	}
 	cmd := exec.CommandContext(ctx, o.suite, args...)
 	cmd.Stdout, cmd.Stderr = &buf, &buf
