@@ -24,8 +24,9 @@ const (
 // the pod's (a tmpfs given as a mount, as an emptyDir of medium Memory is),
 // makes a SysV segment, a POSIX queue and a /dev/shm file (ipcprobe). The
 // debug container sees all three, through /dev/mqueue too; a container of
-// the same pod without TARGET sees none. The /dev/shm stays the app's after
-// the app is gone (it is pinned), and its pin goes with the debug container.
+// the same pod without TARGET sees none. The app is removed before the debug
+// container starts: the pins hold all three, and they go with the debug
+// container.
 func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 	s := startShim(t)
 	c := shimCRI(s)
@@ -52,11 +53,24 @@ func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 		// its /dev/mqueue was mounted in the pod's namespace, before unshare
 		t.Fatalf("the app itself sees %q", got)
 	}
-	dbg := run(t, c, p, "debug", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: app})
+	dbg := mustCreate(t, c, p, "debug", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: app})
 	control := run(t, c, p, "control", pidOwn)
+
+	// The app goes before the debug container starts: what it shares is held
+	// by the pins, not found again through the app's pid.
+	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: app}); err != nil {
+		t.Fatal(err)
+	}
+	mustStart(t, c, dbg)
 
 	if got := execIn(t, c, dbg, "ipcprobe", "see", "nstarget"); got != seesAll {
 		t.Errorf("debug container with ipc TARGET sees %q, want %q", got, seesAll)
+	}
+	if got := execIn(t, c, dbg, "cat", "/dev/shm/nstarget"); got != "nstarget" {
+		t.Errorf("the debug container's /dev/shm/nstarget holds %q", got)
 	}
 	if got := execIn(t, c, control, "ipcprobe", "see", "nstarget"); got != seesNone {
 		t.Errorf("container without TARGET sees %q, want %q", got, seesNone)
@@ -72,25 +86,6 @@ func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 	}
 	if m := specMount(info(t, control), "/dev/shm"); m.Source != r.PodShm {
 		t.Errorf("control's /dev/shm = %+v, want the pod's %s", m, r.PodShm)
-	}
-
-	// the app goes; its /dev/shm stays the debug container's
-	for _, err := range []error{
-		func() error {
-			_, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1})
-			return err
-		}(),
-		func() error {
-			_, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: app})
-			return err
-		}(),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := execIn(t, c, dbg, "cat", "/dev/shm/nstarget"); got != "nstarget" {
-		t.Errorf("after the app went, the debug container's /dev/shm shows %q", got)
 	}
 	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 1}); err != nil {
 		t.Fatal(err)
