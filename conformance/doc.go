@@ -17,6 +17,12 @@
 //	    --test-image IMAGE --report report.json -test.v
 //
 // The test image must have sh, ps (listing every process with
-// `ps -o pid,args`), readlink, sleep and unshare, as busybox does. Without
-// --runtime-endpoint the suite skips, so `go test ./...` needs no daemon.
+// `ps -o pid,args`), readlink, sleep, unshare and cat, as busybox does.
+// Without --runtime-endpoint the suite skips, so `go test ./...` needs no
+// daemon.
+//
+// The userns/* cases run a pod with hostUsers: false (userns_options, mode
+// POD, on the pod and on every container). They skip, with the reason, when
+// the runtime's CRI Status reports no user-namespace support for its
+// default handler; --require-userns makes that a failure.
 package conformance

@@ -19,7 +19,7 @@ import (
 var (
 	runtimeEndpoint = flag.String("runtime-endpoint", "", "CRI runtime service endpoint, e.g. unix:///run/containerd/containerd.sock (required; without it the suite skips)")
 	imageEndpoint   = flag.String("image-endpoint", "", "CRI image service endpoint (default: --runtime-endpoint)")
-	testImage       = flag.String("test-image", "", "busybox-like image with sh, ps, readlink, sleep and unshare (required with --runtime-endpoint)")
+	testImage       = flag.String("test-image", "", "busybox-like image with sh, ps, readlink, sleep, unshare and cat (required with --runtime-endpoint)")
 	podNetworkMode  = flag.String("pod-network-mode", "host", "network of the suite's pods: host (NamespaceMode NODE) or pod (POD, needs CNI)")
 	reportPath      = flag.String("report", "", "write the results as JSON to this file")
 	label           = flag.String("label", "", "name of this run in the report (e.g. containerd-1.6/shim)")
@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 
 func setUp() error {
 	if *testImage == "" {
-		return fmt.Errorf("--test-image is required (a busybox-like image with sh, ps, readlink, sleep, unshare)")
+		return fmt.Errorf("--test-image is required (a busybox-like image with sh, ps, readlink, sleep, unshare, cat)")
 	}
 	switch *podNetworkMode {
 	case "host":
