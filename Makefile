@@ -7,8 +7,13 @@
 #   make matrix the integration and conformance legs on containerd 2.1 as well (outside CI)
 
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X main.version=$(VERSION)
+# The build stamps (cri-nstarget --version): the version, the commit (-dirty
+# when tracked files changed) and the commit's date, not the clock's, so that
+# the same commit builds the same bytes (SOURCE_DATE_EPOCH overrides the date).
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT     ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; })
+BUILD_DATE ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ),$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null))
+LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
 BIN      := bin/cri-nstarget
 
 # make run: with CONTAINERD_ADDRESS (e.g. /run/containerd/containerd.sock) the

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -22,9 +21,6 @@ import (
 	conf "github.com/cri-nstarget/cri-nstarget/config"
 	"github.com/cri-nstarget/cri-nstarget/server"
 )
-
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "config" {
@@ -38,7 +34,7 @@ func main() {
 		os.Exit(2)
 	}
 	if showVersion {
-		fmt.Printf("cri-nstarget %s (CRI v1, %s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Println(currentBuild())
 		return
 	}
 	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
@@ -149,7 +145,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	go func() { serveErr <- srv.Serve(lis) }()
 	go srv.WatchBackend(ctx, 5*time.Second) // grpc.health.v1 on the CRI socket
 	log.WithFields(logrus.Fields{"listen": path, "backend": cfg.RuntimeEndpoint, "containerd": cfg.ContainerdAddress,
-		"strict": cfg.StrictTargeting, "version": version}).Info("serving CRI")
+		"strict": cfg.StrictTargeting, "version": currentBuild().Version}).Info("serving CRI")
 	sdNotify(log, daemon.SdNotifyReady) // Type=notify: kubelet may start now
 	select {
 	case err := <-serveErr:

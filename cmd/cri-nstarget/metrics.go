@@ -33,7 +33,7 @@ func listenMetrics(addr string) (*metricsEndpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &metricsEndpoint{rec: metrics.New(version), lis: lis}, nil
+	return &metricsEndpoint{rec: metrics.New(currentBuild().Version), lis: lis}, nil
 }
 
 // recorder is server.Options.Metrics: nil when metrics are off.
