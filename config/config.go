@@ -41,6 +41,8 @@ type Config struct {
 	ShutdownTimeout     Duration `toml:"shutdown_timeout" comment:"how long in-flight calls may run after SIGTERM (a duration such as \"10s\")"`
 	MetricsAddress      string   `toml:"metrics_address" comment:"host:port serving Prometheus /metrics and /healthz, e.g. \"127.0.0.1:9795\"; empty: off"`
 	SocketGroup         string   `toml:"socket_group" comment:"group (name or gid) given the CRI socket, so its members can use crictl; the socket must then be outside state_dir (mode 0700); empty: root only"`
+	TargetingVia        string   `toml:"targeting_via" comment:"how a targeted container's spec is written: auto (through containerd's NRI where it adjusts namespaces, containerd 2.2+; else through containerd's API after CreateContainer), nri (NRI only: TARGET creates fail while it is not usable) or update"`
+	NRISocket           string   `toml:"nri_socket" comment:"containerd's NRI socket (targeting_via auto or nri)"`
 }
 
 // Default is the configuration without a file or flags.
@@ -54,6 +56,8 @@ func Default() Config {
 		LogLevel:            "info",
 		LogFormat:           "text",
 		ShutdownTimeout:     Duration(10 * time.Second),
+		TargetingVia:        "auto",
+		NRISocket:           "/var/run/nri/nri.sock",
 	}
 }
 
@@ -272,6 +276,14 @@ func (c Config) problems() []problem {
 			add("socket_group", fmt.Errorf("%q cannot reach a socket inside state_dir %s, which is mode 0700: "+
 				"put the socket outside it, e.g. listen = \"unix:///run/cri-nstarget.sock\"", c.SocketGroup, dir))
 		}
+	}
+	switch c.TargetingVia {
+	case "auto", "nri", "update":
+	default:
+		add("targeting_via", fmt.Errorf("%q is not a targeting path (want auto, nri or update)", c.TargetingVia))
+	}
+	if c.TargetingVia != "update" {
+		add("nri_socket", unixPath(c.NRISocket))
 	}
 	return ps
 }

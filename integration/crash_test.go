@@ -49,9 +49,21 @@ func failpointShim(t *testing.T) string {
 // same attempt). The retry must succeed and target, and nothing may be
 // orphaned: no container but the app and the retried one, no pin but the
 // retried one's, no intent record.
+//
+// On a backend with NRI the targeting is written in containerd's own
+// CreateContainer, and one more step is crashed at: while the shim answers
+// the NRI event. There, containerd gives up on the plugin and makes the
+// container with the pod's namespaces; no client ever receives it (the
+// shim died before answering), it is never started, and the restarted shim
+// removes it before it serves. The retry is targeted through NRI, with no
+// spec Update.
 func TestCrashDuringTargetCreate(t *testing.T) {
 	bin := failpointShim(t)
-	for _, step := range createSteps {
+	steps := createSteps
+	if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
+		steps = append([]string{"create:recorded", "create:nri-event"}, createSteps[1:]...)
+	}
+	for _, step := range steps {
 		for _, withContainerd := range []bool{false, true} {
 			name := step
 			if withContainerd {
@@ -90,6 +102,17 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 	if err := <-answered; status.Code(err) != codes.Unavailable {
 		t.Fatalf("the create cut by the crash answered %v, want Unavailable", err)
 	}
+	_, nri := os.Stat(env.Containerd.NRISocket())
+	if step == "create:nri-event" {
+		// what containerd made without the shim's answer: not started
+		for id := range containerIDs(t) {
+			st, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+			if err == nil && id != app && st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_CREATED &&
+				st.GetStatus().GetMetadata().GetName() == "debug" {
+				t.Errorf("container %s made while the shim was dead is %v", id, st.GetStatus().GetState())
+			}
+		}
+	}
 	if restartContainerd {
 		if err := env.Containerd.Restart(ctx(t)); err != nil {
 			t.Fatal(err)
@@ -111,6 +134,11 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 	}
 	if r := record(t, info(t, dbg)).Namespaces["pid"]; r.Result != oci.Targeted {
 		t.Errorf("retried debug container's record: %+v, want targeted", r)
+	}
+	if nri == nil {
+		if rec := record(t, info(t, dbg)); rec.Via != "nri" || specUpdated(t, dbg) {
+			t.Errorf("retried debug container: via %q, updated after create %v; want through NRI, no Update", rec.Via, specUpdated(t, dbg))
+		}
 	}
 
 	// nothing orphaned

@@ -32,6 +32,7 @@ type Recorder struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	targeting *prometheus.CounterVec
+	path      *prometheus.GaugeVec
 	methods   map[string]*series // by full method name; read-only after New
 	unknown   *series
 }
@@ -64,6 +65,11 @@ func New(version string) *Recorder {
 			Help: "NamespaceMode TARGET decisions, one per namespace: result targeted, fallback or refused (strict), " +
 				"at stage create or start, and why (none when targeted).",
 		}, []string{"namespace", "stage", "result", "reason"}),
+		path: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "targeting_path",
+			Help: "How targeted containers' specs are written now: 1 for the path in use, nri (in containerd's CreateContainer, " +
+				"through NRI) or update (through containerd's API afterwards), 0 for the other.",
+		}, []string{"path"}),
 		methods: map[string]*series{},
 	}
 	for _, sd := range []grpc.ServiceDesc{runtimeapi.RuntimeService_ServiceDesc, runtimeapi.ImageService_ServiceDesc} {
@@ -79,7 +85,7 @@ func New(version string) *Recorder {
 		Namespace: namespace, Name: "build_info", Help: "Always 1; the labels say which build runs.",
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	r.reg.MustRegister(r.requests, r.duration, r.targeting, build,
+	r.reg.MustRegister(r.requests, r.duration, r.targeting, r.path, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
@@ -109,6 +115,17 @@ func (r *Recorder) Call(method string, code codes.Code, d time.Duration) {
 // Targeting records one targeting decision for one namespace.
 func (r *Recorder) Targeting(namespace, stage, result, reason string) {
 	r.targeting.WithLabelValues(namespace, stage, result, reason).Inc()
+}
+
+// TargetingPath shows via ("nri" or "update") as the path in use.
+func (r *Recorder) TargetingPath(via string) {
+	for _, p := range []string{"nri", "update"} {
+		v := 0.0
+		if p == via {
+			v = 1
+		}
+		r.path.WithLabelValues(p).Set(v)
+	}
 }
 
 // WatchPins adds cri_nstarget_pins, the namespaces pinned on disk by kind,

@@ -22,6 +22,10 @@ const (
 type Record struct {
 	Target     string                     `json:"target"`
 	Namespaces map[string]NamespaceRecord `json:"namespaces"`
+	// Via is how the spec was written: "nri" (in the runtime's own
+	// CreateContainer, through its NRI) or "update" (through its API after
+	// CreateContainer).
+	Via string `json:"via,omitempty"`
 }
 
 // NamespaceRecord is the outcome for one namespace type ("pid", "ipc").
@@ -55,12 +59,21 @@ const ShmPod = "pod"
 // WithRecord stores r in the AnnotationTargeting annotation.
 func WithRecord(r Record) Opt {
 	return func(s *specs.Spec) error {
-		b, err := json.Marshal(r)
+		v, err := r.Encode()
 		if err != nil {
-			return fmt.Errorf("encode targeting record: %w", err)
+			return err
 		}
-		return WithAnnotation(AnnotationTargeting, string(b))(s)
+		return WithAnnotation(AnnotationTargeting, v)(s)
 	}
+}
+
+// Encode is r as the AnnotationTargeting annotation's value.
+func (r Record) Encode() (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encode targeting record: %w", err)
+	}
+	return string(b), nil
 }
 
 // ParseRecord reads the record from a spec's annotations; ok is false when

@@ -3,6 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
+
+	nriapi "github.com/containerd/nri/pkg/api"
+	"google.golang.org/grpc/codes"
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -34,8 +38,34 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		return nil, err
 	}
 	setPodModes(req)
+	// The NRI path: the request carries a token, and the answer to
+	// containerd's NRI event for the container it makes points it at the
+	// pins (adjust). checkPID is set below, before anything can call it.
+	var checkPID func() error
+	token := ""
+	if t.nri != nil && len(o.handles) > 0 {
+		token = newToken()
+		call := &nriCall{sandbox: o.sandbox, name: o.name, adjust: func(c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+			return t.adjust(c, o, checkPID)
+		}}
+		if t.nri.expect(token, call) {
+			if req.Config.Annotations == nil {
+				req.Config.Annotations = map[string]string{}
+			}
+			req.Config.Annotations[annotationRequest] = token
+		} else {
+			token = ""
+		}
+	}
+	if t.nriOnly && token == "" && len(o.handles) > 0 {
+		_, why := t.nri.path()
+		return nil, coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", o.name, why)
+	}
 	b, err := proto.Marshal(req)
 	if err != nil {
+		if token != "" {
+			t.nri.settle(ctx, token)
+		}
 		return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
 	}
 	// Written down before anything is created, removed once the answer is
@@ -63,7 +93,41 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	} else {
 		confirmed <- nil
 	}
+	// Whichever path asks first turns an unconfirmed pid into fallbacks.
+	checkPID = sync.OnceValue(func() error {
+		err := <-confirmed
+		if err != nil {
+			o.unconfirmed(err)
+		}
+		return err
+	})
 	out, err := fwd(ctx, b)
+	viaNRI := false
+	if token != "" {
+		answered, refusal := t.nri.settle(lctx, token)
+		switch {
+		case err == nil:
+			viaNRI = answered
+		case refusal != nil:
+			// adjust refused (strict): containerd made nothing
+			return nil, refusal
+		case answered && isNamespaceRefusal(err):
+			// The runtime refuses namespace adjustments (NRI's validator,
+			// by configuration): this create again through the Update path,
+			// and every other until NRI reconnects.
+			t.nri.refuse(err)
+			t.log.WithError(err).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
+			if o.held {
+				t.releasePins(o.heldFor)
+				o.held = false
+			}
+			delete(req.Config.Annotations, annotationRequest)
+			if b, err = proto.Marshal(req); err != nil {
+				return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
+			}
+			out, err = fwd(ctx, b)
+		}
+	}
 	if err != nil {
 		if !answered(err) {
 			// the backend may have made it after all: the reconciler
@@ -82,8 +146,16 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		t.log.WithError(err).WithField("container", id).Warn("intent record: the container id could not be added; the reconciler finds it by name")
 	}
 	failpoint("create:forwarded")
-	if err := <-confirmed; err != nil {
-		o.unconfirmed(err)
+	if viaNRI {
+		// pointed inside containerd's CreateContainer: nothing to write
+		t.report(id, o)
+		failpoint("create:finished")
+		return out, nil
+	}
+	if token != "" {
+		t.log.WithField("container", id).Warn("the NRI event for this container was not answered on a live connection; pointing its spec through containerd's API")
+	}
+	if err := checkPID(); err != nil {
 		if err := t.strictErr(o); err != nil {
 			kept = !t.discard(lctx, in)
 			return nil, err

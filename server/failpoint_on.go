@@ -11,8 +11,10 @@ import (
 // stops for good: it writes the file FailpointEnv's value names in
 // FailpointDirEnv's directory, then blocks, so that a test can kill it
 // there. Steps: create:recorded (the intent record is written, nothing
-// forwarded), create:forwarded (the backend made the container), and
-// create:finished (spec and pins done, the record still there).
+// forwarded), create:nri-event (containerd's NRI event for the container is
+// being answered: the backend waits inside its CreateContainer),
+// create:forwarded (the backend made the container), and create:finished
+// (spec and pins done, the record still there).
 const (
 	FailpointEnv    = "CRI_NSTARGET_FAILPOINT"
 	FailpointDirEnv = "CRI_NSTARGET_FAILPOINT_DIR"

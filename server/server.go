@@ -57,6 +57,12 @@ type Options struct {
 	Log    *logrus.Entry
 	// Metrics receives per-call and targeting measurements; nil: none.
 	Metrics Metrics
+	// TargetingVia is how targeted specs are written: ViaAuto (NRI where
+	// the backend offers it, else the Update path), ViaNRI (only NRI:
+	// TARGET creates are refused while it is not usable) or ViaUpdate.
+	TargetingVia string
+	// NRISocket is containerd's NRI socket.
+	NRISocket string
 }
 
 // Server is the CRI proxy: one grpc.Server whose every CRI method forwards
@@ -74,12 +80,40 @@ type Server struct {
 	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
 }
 
-// New builds a Server from opts.
+// New builds a Server from opts. With TargetingVia other than ViaUpdate it
+// connects to containerd's NRI as a plugin, and keeps reconnecting, until
+// Shutdown.
 func New(opts Options) *Server {
 	api := newContainerdAPI(opts.Containerd, opts.ContainerdNamespace)
-	return newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
+	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
 		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, intentDir{dir: filepath.Join(opts.StateDir, "intents")},
 		opts.Strict, opts.Log, opts.Metrics)
+	if opts.TargetingVia != ViaUpdate {
+		s.target.useNRI(opts.NRISocket, opts.TargetingVia == ViaNRI)
+	}
+	return s
+}
+
+// WaitTargetingPath waits, up to ctx, for the first attempt to connect to
+// containerd's NRI (if the server uses it), so that the first creates served
+// already take the path the backend offers.
+func (s *Server) WaitTargetingPath(ctx context.Context) {
+	if s.target.nri == nil {
+		return
+	}
+	select {
+	case <-s.target.nri.tried:
+	case <-ctx.Done():
+	}
+}
+
+// TargetingPath says how targeted specs are written now (ViaNRI or
+// ViaUpdate) and why.
+func (s *Server) TargetingPath() (string, string) {
+	if s.target.nri == nil {
+		return ViaUpdate, "the Update path is configured"
+	}
+	return s.target.nri.path()
 }
 
 // newServer builds a Server on the given dependencies; grpcOpts come after

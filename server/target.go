@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	nriapi "github.com/containerd/nri/pkg/api"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -64,6 +65,8 @@ type targeter struct {
 	openNS  func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error)
 	hasInit func(path string) (bool, error)
 	canJoin func(h *namespaces.Handle, userns string) (bool, error)
+	nri     *nriPlugin // nil: the Update path only
+	nriOnly bool       // refuse TARGET creates while NRI is not usable
 	strict  bool
 	log     *logrus.Entry
 	metrics Metrics // nil: none
@@ -87,6 +90,11 @@ type outcome struct {
 	// podShm is the /dev/shm mount the backend gave the container, when
 	// the spec was pointed at the target's instead: what unpoint restores.
 	podShm *specs.Mount
+	// sandbox is the target's (and so the new container's) sandbox id, in full.
+	sandbox string
+	// held: the pins are made for container heldFor (by an NRI answer).
+	held    bool
+	heldFor string
 }
 
 // failure is one fallback, with the code strict mode answers it with.
@@ -100,6 +108,19 @@ type failure struct {
 func (o *outcome) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
 	o.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason}
 	o.fails = append(o.fails, failure{kind: kind, code: code, reason: reason, why: why})
+}
+
+// pinsWanted: some opened namespace is still to be joined, and not pinned yet.
+func (o *outcome) pinsWanted() bool {
+	if o.held {
+		return false
+	}
+	for _, h := range o.handles {
+		if o.rec.Namespaces[string(h.Kind)].Result == oci.Targeted {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *outcome) close() {
@@ -138,7 +159,7 @@ func (t *targeter) prepare(ctx context.Context, req *runtimeapi.CreateContainerR
 	if err != nil {
 		return nil, err
 	}
-	o.rec.Target = tc.GetId()
+	o.rec.Target, o.sandbox = tc.GetId(), tc.GetPodSandboxId()
 	fail := func(why reasonKind, code codes.Code, reason string) (*outcome, error) {
 		for _, k := range p.kinds {
 			o.fallBack(string(k), "create", why, code, reason)
@@ -254,40 +275,25 @@ func (t *targeter) samePod(ctx context.Context, sandbox, targetPod string) (bool
 // their paths follow from the id, and nothing can join them before
 // CreateContainer answers. An error means the container must not be kept.
 func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
+	o.rec.Via = ViaUpdate
 	held := make(chan error, 1)
-	if len(o.handles) == 0 {
+	if !o.pinsWanted() {
 		held <- nil
-	} else if paths, err := t.pins.Paths(id, o.handles); err != nil {
+	} else if err := t.setPinPaths(id, o); err != nil {
 		held <- err
 	} else {
-		for _, h := range o.handles {
-			r := o.rec.Namespaces[string(h.Kind)]
-			r.Path = paths[h.Kind]
-			o.rec.Namespaces[string(h.Kind)] = r
-		}
 		go func() { held <- t.pins.Hold(id, o.handles) }()
 	}
 	refused := 0
 	editErr := t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		p := t.point(id, viewOfSpec(spec), o)
+		refused = p.refused
 		var opts []oci.Opt
-		userns, _ := oci.NamespacePath(spec, specs.UserNamespace)
-		for _, h := range o.handles {
-			kind := string(h.Kind)
-			r := o.rec.Namespaces[kind]
-			if r.Result != oci.Targeted {
-				continue
-			}
-			r.PodPath, _ = oci.NamespacePath(spec, specs.LinuxNamespaceType(kind))
-			o.rec.Namespaces[kind] = r
-			if reason := t.joinRefused(h, userns); reason != "" {
-				o.fallBack(kind, "create", reasonUsernsRefused, codes.FailedPrecondition, reason)
-				refused++
-				continue
-			}
-			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), r.Path))
+		for kind, path := range p.ns {
+			opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), path))
 		}
-		if r, ok := o.rec.Namespaces[string(namespaces.IPC)]; ok && r.Result == oci.Targeted {
-			opts = append(opts, t.shareIPC(id, spec, o)...)
+		if p.shm != nil {
+			opts = append(opts, oci.WithMount(*p.shm))
 		}
 		return append(opts, oci.WithRecord(o.rec)), nil
 	})
@@ -352,6 +358,81 @@ func (t *targeter) finish(ctx context.Context, id string, o *outcome) error {
 	return nil
 }
 
+// adjust answers containerd's NRI CreateContainer event for c, the
+// container the backend is making for o: it waits for the target's pid to
+// be confirmed, pins, decides (point) and returns the adjustment, which
+// containerd applies inside its CreateContainer. An error (strict mode)
+// makes containerd refuse the create: nothing is left, no pin either.
+func (t *targeter) adjust(c *nriapi.Container, o *outcome, confirm func() error) (*nriapi.ContainerAdjustment, error) {
+	failpoint("create:nri-event")
+	id := c.GetId()
+	if confirm() != nil {
+		if err := t.strictErr(o); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.handles) > 0 {
+		err := t.setPinPaths(id, o)
+		if err == nil {
+			err = t.pins.Hold(id, o.handles)
+		}
+		if err != nil {
+			for _, h := range o.handles {
+				o.fallBack(string(h.Kind), "create", reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", err))
+			}
+			if err := t.strictErr(o); err != nil {
+				return nil, err
+			}
+		} else {
+			o.held, o.heldFor = true, id
+		}
+	}
+	o.rec.Via = ViaNRI
+	p := t.point(id, viewOfNRI(c), o)
+	if p.refused > 0 {
+		if err := t.strictErr(o); err != nil {
+			t.releasePins(id)
+			return nil, err
+		}
+		if p.refused == len(o.handles) {
+			t.releasePins(id) // nothing joins a pin: none is kept
+			o.held = false
+		}
+	}
+	adj := &nriapi.ContainerAdjustment{}
+	for kind, path := range p.ns {
+		adj.AddOrReplaceNamespace(&nriapi.LinuxNamespace{Type: kind, Path: path})
+	}
+	if m := p.shm; m != nil {
+		adj.AddMount(&nriapi.Mount{Destination: m.Destination, Type: m.Type, Source: m.Source, Options: m.Options})
+	}
+	rec, err := o.rec.Encode()
+	if err != nil {
+		t.releasePins(id)
+		return nil, err
+	}
+	adj.AddAnnotation(oci.AnnotationTargeting, rec)
+	return adj, nil
+}
+
+func (t *targeter) releasePins(id string) {
+	if err := t.pins.Release(id); err != nil {
+		t.log.WithError(err).WithField("container", id).Warn("release pins")
+	}
+}
+
+// viewOfNRI is the NRI event's copy of the container's spec.
+func viewOfNRI(c *nriapi.Container) specView {
+	v := specView{ns: map[string]string{}}
+	for _, n := range c.GetLinux().GetNamespaces() {
+		v.ns[n.GetType()] = n.GetPath()
+	}
+	for _, m := range c.GetMounts() {
+		v.mounts = append(v.mounts, specs.Mount{Destination: m.GetDestination(), Type: m.GetType(), Source: m.GetSource(), Options: m.GetOptions()})
+	}
+	return v
+}
+
 // joinRefused says why a container in the user namespace at userns (the
 // spec's; "" for a new one or the host's, which can join anything the shim
 // can open) could not join the namespace h holds, or "" if it can.
@@ -369,16 +450,83 @@ func (t *targeter) joinRefused(h *namespaces.Handle, userns string) string {
 	return ""
 }
 
-// shareIPC records what a targeted ipc namespace shares, and points the
-// container's /dev/shm at the target's where that is not the pod's: SysV IPC
-// and POSIX message queues belong to the namespace (the runtime mounts
-// /dev/mqueue after joining it); POSIX shared memory is the /dev/shm mount.
-// A /dev/shm that cannot be shared leaves the backend's and says why: the
-// namespace is still the target's.
-func (t *targeter) shareIPC(id string, spec *specs.Spec, o *outcome) []oci.Opt {
+// setPinPaths records where the pins of o's namespaces go for container id.
+func (t *targeter) setPinPaths(id string, o *outcome) error {
+	paths, err := t.pins.Paths(id, o.handles)
+	if err != nil {
+		return err
+	}
+	for _, h := range o.handles {
+		r := o.rec.Namespaces[string(h.Kind)]
+		r.Path = paths[h.Kind]
+		o.rec.Namespaces[string(h.Kind)] = r
+	}
+	return nil
+}
+
+// specView is what targeting reads of the container the backend made: its
+// stored spec (the Update path) or the NRI event's copy of it.
+type specView struct {
+	ns     map[string]string // namespace type -> path ("" for a new one)
+	mounts []specs.Mount
+}
+
+func viewOfSpec(s *specs.Spec) specView {
+	v := specView{ns: map[string]string{}, mounts: s.Mounts}
+	if s.Linux != nil {
+		for _, n := range s.Linux.Namespaces {
+			v.ns[string(n.Type)] = n.Path
+		}
+	}
+	return v
+}
+
+// pointing is what targeting writes into the container: the namespaces it
+// joins (type -> pin) and the /dev/shm mount that replaces the backend's.
+type pointing struct {
+	ns      map[string]string
+	shm     *specs.Mount
+	refused int // namespaces whose join the kernel would refuse
+}
+
+// point decides, for the container id the backend made (v), which of o's
+// namespaces it joins and which /dev/shm it gets, and records it all in
+// o.rec. Both paths (the spec Update and the NRI event) write what it decides.
+func (t *targeter) point(id string, v specView, o *outcome) pointing {
+	p := pointing{ns: map[string]string{}}
+	userns := v.ns[string(specs.UserNamespace)]
+	for _, h := range o.handles {
+		kind := string(h.Kind)
+		r := o.rec.Namespaces[kind]
+		if r.Result != oci.Targeted {
+			continue
+		}
+		r.PodPath = v.ns[kind]
+		o.rec.Namespaces[kind] = r
+		if reason := t.joinRefused(h, userns); reason != "" {
+			o.fallBack(kind, "create", reasonUsernsRefused, codes.FailedPrecondition, reason)
+			p.refused++
+			continue
+		}
+		p.ns[kind] = r.Path
+	}
+	if r, ok := o.rec.Namespaces[string(namespaces.IPC)]; ok && r.Result == oci.Targeted {
+		p.shm = t.shareIPC(id, v.mounts, o)
+	}
+	return p
+}
+
+// shareIPC records what a targeted ipc namespace shares, and returns the
+// /dev/shm mount that points at the target's where that is not the pod's:
+// SysV IPC and POSIX message queues belong to the namespace (the runtime
+// mounts /dev/mqueue after joining it); POSIX shared memory is the /dev/shm
+// mount. A /dev/shm that cannot be shared leaves the backend's and says why:
+// the namespace is still the target's.
+func (t *targeter) shareIPC(id string, mounts []specs.Mount, o *outcome) *specs.Mount {
+	spec := &specs.Spec{Mounts: mounts}
 	r := o.rec.Namespaces[string(namespaces.IPC)]
 	defer func() { o.rec.Namespaces[string(namespaces.IPC)] = r }()
-	r.Shares = []string{"sysv"}
+	r.Shares, r.Shm, r.ShmReason, r.PodShm = []string{"sysv"}, "", "", ""
 	if i := oci.MountIndex(spec, "/dev/mqueue"); i < 0 || spec.Mounts[i].Type == "mqueue" {
 		r.Shares = append(r.Shares, "mqueue")
 	}
@@ -399,7 +547,11 @@ func (t *targeter) shareIPC(id string, spec *specs.Spec, o *outcome) []oci.Opt {
 		r.Shares, r.Shm = append(r.Shares, "shm"), oci.ShmPod
 		return nil
 	}
-	path, err := t.pins.Add(id, o.shm)
+	path, ok := t.pins.Path(id, namespaces.Shm) // pinned already by an earlier answer
+	var err error
+	if !ok {
+		path, err = t.pins.Add(id, o.shm)
+	}
 	if err != nil {
 		r.ShmReason = fmt.Sprintf("pin the target's /dev/shm: %v", err)
 		return nil
@@ -410,7 +562,7 @@ func (t *targeter) shareIPC(id string, spec *specs.Spec, o *outcome) []oci.Opt {
 	}
 	o.podShm = &specs.Mount{Destination: pod.Destination, Type: pod.Type, Source: pod.Source, Options: slices.Clone(pod.Options)}
 	r.Shares, r.Shm = append(r.Shares, "shm"), path
-	return []oci.Opt{oci.WithMount(m)}
+	return &m
 }
 
 // unpoint points the namespaces the spec was pointed at (now fallbacks in
@@ -446,7 +598,7 @@ func (t *targeter) strictErr(o *outcome) error {
 // report logs the outcome: one line per targeted container, one warning per
 // fallback, each naming both containers.
 func (t *targeter) report(id string, o *outcome) {
-	log := t.log.WithFields(logrus.Fields{"container": id, "name": o.name, "target": o.rec.Target})
+	log := t.log.WithFields(logrus.Fields{"container": id, "name": o.name, "target": o.rec.Target, "via": o.rec.Via})
 	for _, f := range o.fails {
 		t.targeting(f.kind, "create", oci.Fallback, f.why)
 		log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason, "reason_kind": f.why}).Warn("targeting fell back to the pod's namespace")

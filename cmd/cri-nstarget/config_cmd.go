@@ -3,8 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
+	"strings"
+	"time"
 
 	conf "github.com/cri-nstarget/cri-nstarget/config"
+	"github.com/cri-nstarget/cri-nstarget/server"
 )
 
 // configCommand runs `cri-nstarget config default` (the defaults as TOML,
@@ -42,5 +46,27 @@ func configCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	stdout.Write(b)
+	if args[0] == "check" {
+		fmt.Fprintf(stdout, "\n# targeting path on this node now: %s\n", targetingPath(cfg))
+	}
 	return 0
+}
+
+// targetingPath says which path targeting would take with cfg, as far as
+// can be told without registering with containerd's NRI (the shim also checks
+// the runtime's NRI version when it connects, and logs the path it takes).
+func targetingPath(cfg conf.Config) string {
+	if cfg.TargetingVia == server.ViaUpdate {
+		return "update (configured: targeting_via = \"update\")"
+	}
+	path, _ := strings.CutPrefix(cfg.NRISocket, "unix://")
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		if cfg.TargetingVia == server.ViaNRI {
+			return fmt.Sprintf("none: NRI at %s is not reachable (%v), and targeting_via = \"nri\" refuses TARGET creates until it is", path, err)
+		}
+		return fmt.Sprintf("update: NRI at %s is not reachable (%v)", path, err)
+	}
+	c.Close()
+	return fmt.Sprintf("nri: %s accepts connections (the shim takes NRI if the runtime's NRI version adjusts namespaces: containerd 2.2 and later)", path)
 }

@@ -92,6 +92,10 @@ func newLogger(level, format string) (*logrus.Entry, error) {
 // keep the CRI socket from serving.
 const reconcileTimeout = 10 * time.Second
 
+// nriWaitTimeout bounds the wait at start-up for the first answer of
+// containerd's NRI (registration takes milliseconds when it is there).
+const nriWaitTimeout = 5 * time.Second
+
 // run serves until ctx is done, then stops gracefully within the shutdown
 // timeout and removes its socket.
 func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
@@ -125,6 +129,8 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		Strict:              cfg.StrictTargeting,
 		Log:                 log,
 		Metrics:             mx.recorder(),
+		TargetingVia:        cfg.TargetingVia,
+		NRISocket:           cfg.NRISocket,
 	})
 	mx.serve(srv, log)
 	lis, path, err := server.Listen(cfg.Listen, cfg.SocketGroup)
@@ -141,11 +147,17 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		log.WithError(err).Warn("reconcile at start-up; retrying in the background until the backend answers")
 	}
 	rcancel()
+	// The first creates served take the path the backend offers: NRI is
+	// given a moment to answer (its registration is quick when it is there).
+	wctx, wcancel := context.WithTimeout(ctx, nriWaitTimeout)
+	srv.WaitTargetingPath(wctx)
+	wcancel()
+	via, why := srv.TargetingPath()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	go srv.WatchBackend(ctx, 5*time.Second) // grpc.health.v1 on the CRI socket
 	log.WithFields(logrus.Fields{"listen": path, "backend": cfg.RuntimeEndpoint, "containerd": cfg.ContainerdAddress,
-		"strict": cfg.StrictTargeting, "version": currentBuild().Version}).Info("serving CRI")
+		"strict": cfg.StrictTargeting, "version": currentBuild().Version, "via": via, "via_why": why}).Info("serving CRI")
 	sdNotify(log, daemon.SdNotifyReady) // Type=notify: kubelet may start now
 	select {
 	case err := <-serveErr:

@@ -35,6 +35,7 @@ import (
 )
 
 type options struct {
+	updateShim  string        // a second shim, on the Update path (private containerd with NRI)
 	count       int           // rounds per latency measure (lifecycles, TARGET)
 	calls       int           // calls per side for unary latency and each ListContainers point
 	duration    time.Duration // per side, for throughput
@@ -120,6 +121,16 @@ func run(ctx context.Context, o options, command string) error {
 			return err
 		}
 		defer s.Close()
+		if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
+			// containerd has NRI: the shim above targets through it, a
+			// second one on the Update path is measured beside it
+			u, err := harness.StartShim(ctx, bin, filepath.Join(dir, "update"), env.Containerd, "--log-level", "warn", "--targeting-via", "update")
+			if err != nil {
+				return err
+			}
+			defer u.Close()
+			o.updateShim = u.Endpoint()
+		}
 		o.direct, o.shim, o.shimPID, o.image = env.Containerd.Endpoint(), s.Endpoint(), s.PID(), env.BusyboxImage
 		m.containerd = "private, " + o.direct
 		fmt.Printf("containerd %s (private), cri-nstarget pid %d\n", o.direct, o.shimPID)
@@ -151,6 +162,14 @@ func run(ctx context.Context, o options, command string) error {
 		}
 		defer c.Close()
 		b.sides[k] = side{name: sideNames[k], rt: runtimeapi.NewRuntimeServiceClient(c), pid: [nSides]int{0, o.shimPID, splicePID}[k]}
+	}
+	if o.updateShim != "" {
+		c, err := dial(o.updateShim)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		b.update = &side{name: "shim (Update path)", rt: runtimeapi.NewRuntimeServiceClient(c)}
 	}
 	if v, err := b.sides[sideDirect].rt.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
 		m.containerd = fmt.Sprintf("%s %s (%s)", v.GetRuntimeName(), v.GetRuntimeVersion(), m.containerd)

@@ -52,6 +52,8 @@ const (
 	figRSS          = "shim RSS under that load (peak)"
 	figCPU          = "shim CPU time per 1,000 relayed calls, under that load"
 	figTarget       = "debug container create+start, pid TARGET: shim p50 − containerd's own p50"
+	figTargetNRI    = "the same, the shim on the NRI path (containerd 2.2+)"
+	figTargetUpdate = "the same, a shim forced onto the Update path"
 	listAtHeadline  = 300 // containers, for figList300
 	clientsHeadline = 64  // clients, for figThroughput
 )
@@ -67,6 +69,8 @@ var headline = []struct{ name, target string }{
 	{figRSS, "≤ 25 MiB"},
 	{figCPU, "reported"},
 	{figTarget, "≤ +2 ms"},
+	{figTargetNRI, "≤ +1 ms"},
+	{figTargetUpdate, "reported"},
 }
 
 // atMost is v against a ceiling, v printed with format.

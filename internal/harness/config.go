@@ -70,6 +70,9 @@ func renderConfig(dir, registryHost, sandboxImage string) string {
 // socketPath is containerd's gRPC (and CRI) socket inside dir.
 func socketPath(dir string) string { return filepath.Join(dir, "c.sock") }
 
+// nriSocketPath is containerd 2.x's NRI socket (containerd 1.6 has none).
+func nriSocketPath(dir string) string { return filepath.Join(dir, "nri.sock") }
+
 // writeConfig creates dir's layout and writes a version 2 config; it
 // returns the config's path.
 func writeConfig(dir, registryHost, sandboxImage string) (string, error) {
@@ -102,8 +105,13 @@ disabled_plugins = [
   "io.containerd.snapshotter.v1.zfs",
   "io.containerd.snapshotter.v1.erofs",
   "io.containerd.snapshotter.v1.blockfile",
-  "io.containerd.nri.v1.nri",
 ]
+
+# NRI on a private socket; no plugins launched from the machine's dirs.
+[plugins."io.containerd.nri.v1.nri"]
+  socket_path = {{nri}}
+  plugin_path = {{dir}}/nri/plugins
+  plugin_config_path = {{dir}}/nri/conf.d
 
 [grpc]
   address = {{sock}}
@@ -213,6 +221,9 @@ func renderConfigOpts(opts Options) string {
 		"{{dir}}/runc", q(runcRoot(dir)),
 		"{{dir}}/cni", q(filepath.Join(dir, "cni")),
 		"{{sock}}", q(socketPath(dir)),
+		"{{nri}}", q(nriSocketPath(dir)),
+		"{{dir}}/nri/plugins", q(filepath.Join(dir, "nri", "plugins")),
+		"{{dir}}/nri/conf.d", q(filepath.Join(dir, "nri", "conf.d")),
 		"{{ttrpc}}", q(socketPath(dir)+".ttrpc"),
 		"{{sandbox}}", q(opts.SandboxImage),
 		"{{registry}}", q(opts.RegistryHost),

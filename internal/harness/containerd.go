@@ -146,6 +146,9 @@ func (c *Containerd) Address() string { return socketPath(c.Dir) }
 // Endpoint returns the CRI endpoint, "unix://" + Address().
 func (c *Containerd) Endpoint() string { return "unix://" + c.Address() }
 
+// NRISocket is where containerd 2.x serves NRI plugins (1.6 has no NRI).
+func (c *Containerd) NRISocket() string { return nriSocketPath(c.Dir) }
+
 // LogPath returns the file holding containerd's output (gone after Stop).
 func (c *Containerd) LogPath() string { return filepath.Join(c.Dir, "containerd.log") }
 

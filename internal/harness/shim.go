@@ -87,6 +87,7 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 		"--runtime-endpoint", c.Endpoint(),
 		"--containerd-address", c.Address(),
 		"--state-dir", s.StateDir(),
+		"--nri-socket", c.NRISocket(),
 		"--log-level", "debug",
 	}, extra...)
 	conn, err := Dial(s.Endpoint(), grpc.WithConnectParams(grpc.ConnectParams{

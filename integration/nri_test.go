@@ -1,0 +1,220 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	containersapi "github.com/containerd/containerd/api/services/containers/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// requireNRI skips t, saying why, when the backend has no NRI (containerd
+// 1.6); with NSTARGET_REQUIRE_NRI=1 (the containerd 2.4 leg) it fails t.
+func requireNRI(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
+		return
+	}
+	v, _ := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+	why := fmt.Sprintf("%s %s serves no NRI socket at %s", v.GetRuntimeName(), v.GetRuntimeVersion(), env.Containerd.NRISocket())
+	if os.Getenv("NSTARGET_REQUIRE_NRI") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// specWrites tells whether containerd's stored container was updated after
+// it was made: containerd sets UpdatedAt at every Update.
+func specUpdated(t *testing.T, id string) bool {
+	t.Helper()
+	conn, err := harness.Dial(env.Containerd.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cctx := metadata.AppendToOutgoingContext(ctx(t), "containerd-namespace", "k8s.io")
+	resp, err := containersapi.NewContainersClient(conn).Get(cctx, &containersapi.GetContainerRequest{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.GetContainer()
+	return !c.GetUpdatedAt().AsTime().Equal(c.GetCreatedAt().AsTime())
+}
+
+// On containerd with NRI, a pid TARGET create is pointed at the pin inside
+// containerd's own CreateContainer: the debug container sees the app's
+// processes, the record says via nri, and containerd's stored container was
+// never updated. Forced onto the Update path (--targeting-via update), the
+// same create is updated after it was made.
+func TestNRITargeting(t *testing.T) {
+	requireNRI(t)
+	for _, tc := range []struct {
+		via     string
+		flags   []string
+		updated bool
+	}{
+		{"nri", nil, false},
+		{"update", []string{"--targeting-via", "update"}, true},
+	} {
+		t.Run(tc.via, func(t *testing.T) {
+			s := startShim(t, tc.flags...)
+			c := shimCRI(s)
+			p := runPod(t, c, ownMode)
+			app := run(t, c, p, "app", pidOwn, "sleep", "3608")
+			dbg := run(t, c, p, "debug", targetOf(app))
+			if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3608") {
+				t.Errorf("debug container does not see the app's process:\n%s", ps)
+			}
+			ci := info(t, dbg)
+			pin := s.StateDir() + "/pins/" + dbg + "/pid"
+			rec := record(t, ci)
+			if rec.Via != tc.via || rec.Namespaces["pid"].Result != oci.Targeted || nsPath(ci, "pid") != pin {
+				t.Errorf("record %+v, spec pid path %q: want targeted via %s through %s", rec, nsPath(ci, "pid"), tc.via, pin)
+			}
+			if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
+				t.Errorf("containerd received pid mode %v, want POD", got)
+			}
+			if got := specUpdated(t, dbg); got != tc.updated {
+				t.Errorf("containerd's container updated after create: %v, want %v", got, tc.updated)
+			}
+		})
+	}
+}
+
+// Many creates in flight at once through NRI, TARGET ones (each pod's debug
+// container targets its own pod's app) and plain ones: each gets its own
+// adjustment, or none.
+func TestNRIConcurrentCreates(t *testing.T) {
+	requireNRI(t)
+	s := startShim(t)
+	c := shimCRI(s)
+	const pods = 3
+	type podApp struct {
+		p   pod
+		app string
+	}
+	var pa []podApp
+	for i := 0; i < pods; i++ {
+		p := runPod(t, c, ownMode)
+		pa = append(pa, podApp{p, run(t, c, p, "app", pidOwn, "sleep", fmt.Sprint(3610+i))})
+	}
+	type made struct {
+		pod    int
+		target string
+		id     string
+		err    error
+	}
+	var (
+		mu  sync.Mutex
+		out []made
+		wg  sync.WaitGroup
+	)
+	for i := 0; i < pods; i++ {
+		for j, ns := range []*runtimeapi.NamespaceOption{targetOf(pa[i].app), pidOwn, targetOf(pa[i].app), podModeOpt()} {
+			wg.Add(1)
+			go func(i, j int, ns *runtimeapi.NamespaceOption) {
+				defer wg.Done()
+				id, err := createIn(t, c, pa[i].p, fmt.Sprintf("c%d", j), ns)
+				mu.Lock()
+				out = append(out, made{i, ns.GetTargetId(), id, err})
+				mu.Unlock()
+			}(i, j, ns)
+		}
+	}
+	wg.Wait()
+	for _, m := range out {
+		if m.err != nil {
+			t.Fatalf("create in pod %d: %v", m.pod, m.err)
+		}
+		ci := info(t, m.id)
+		rec, has := ci.RuntimeSpec.Annotations[oci.AnnotationTargeting]
+		if m.target == "" {
+			if has {
+				t.Errorf("plain container %s got a targeting record: %s", m.id, rec)
+			}
+			if p := nsPath(ci, "pid"); strings.Contains(p, "/pins/") {
+				t.Errorf("plain container %s points at a pin: %s", m.id, p)
+			}
+			continue
+		}
+		r := record(t, ci)
+		if pin := s.StateDir() + "/pins/" + m.id + "/pid"; r.Target != m.target || r.Via != "nri" || nsPath(ci, "pid") != pin {
+			t.Errorf("debug container %s (pod %d): record %+v, pid path %q; want its own pin %s and target %s", m.id, m.pod, r, nsPath(ci, "pid"), pin, m.target)
+		}
+		if specUpdated(t, m.id) {
+			t.Errorf("debug container %s was updated after create", m.id)
+		}
+	}
+	for _, m := range out {
+		if m.target == "" {
+			continue
+		}
+		mustStart(t, c, m.id)
+		if got, want := nsInside(t, c, m.id, "pid"), nsInside(t, c, m.target, "pid"); got != want {
+			t.Errorf("debug container %s in pid namespace %s, want its target's %s", m.id, got, want)
+		}
+	}
+}
+
+func podModeOpt() *runtimeapi.NamespaceOption {
+	return &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}
+}
+
+// Through NRI, a pin that cannot be made (here the pins directory is a
+// file) is a fallback written in containerd's CreateContainer, and in strict
+// mode a refusal: containerd makes nothing, and the caller gets
+// FailedPrecondition.
+func TestNRIPinFailure(t *testing.T) {
+	requireNRI(t)
+	for _, strict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
+			var flags []string
+			if strict {
+				flags = append(flags, "--strict-targeting")
+			}
+			s := startShim(t, flags...)
+			c := shimCRI(s)
+			p := runPod(t, c, ownMode)
+			app := run(t, c, p, "app", pidOwn)
+			pins := s.StateDir() + "/pins"
+			os.Remove(pins)
+			if err := os.WriteFile(pins, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(pins) })
+			before := containerIDs(t)
+			dbg, err := createIn(t, c, p, "debug", targetOf(app))
+			if strict {
+				if code := status.Code(err); code != codes.FailedPrecondition || !strings.Contains(err.Error(), "pin") {
+					t.Fatalf("strict create with no pin possible: %v, want FailedPrecondition about the pin", err)
+				}
+				if after := containerIDs(t); len(after) != len(before) {
+					t.Errorf("containerd holds %d containers, had %d: the refused create left one", len(after), len(before))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ci := info(t, dbg)
+			r := record(t, ci)
+			if pid := r.Namespaces["pid"]; pid.Result != oci.Fallback || r.Via != "nri" || strings.Contains(nsPath(ci, "pid"), "/pins/") {
+				t.Errorf("record %+v, pid path %q: want a fallback written through NRI, the pod's namespace", r, nsPath(ci, "pid"))
+			}
+			if specUpdated(t, dbg) {
+				t.Error("the fallback was written by an Update")
+			}
+		})
+	}
+}

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+)
+
+func testNRIPlugin(t *testing.T) *nriPlugin {
+	t.Helper()
+	p := newNRIPlugin("/nonexistent/nri.sock", logrus.NewEntry(logrus.StandardLogger()), nil)
+	p.set(true, "test: connected")
+	return p
+}
+
+func nriContainer(id, sandbox, name, token string) *api.Container {
+	c := &api.Container{Id: id, PodSandboxId: sandbox, Name: name}
+	if token != "" {
+		c.Annotations = map[string]string{annotationRequest: token}
+	}
+	return c
+}
+
+// The event of a container whose request the shim forwarded with a token
+// gets that request's adjustment, once; any other container (no token, an
+// unknown one, a token whose sandbox or name do not match) gets none.
+func TestNRIEventsGetOnlyTheirAdjustment(t *testing.T) {
+	p := testNRIPlugin(t)
+	calls := 0
+	adj := &api.ContainerAdjustment{}
+	adj.AddOrReplaceNamespace(&api.LinuxNamespace{Type: "pid", Path: "/pins/c1/pid"})
+	if !p.expect("tok1", &nriCall{sandbox: "sb1", name: "debug", adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
+		calls++
+		return adj, nil
+	}}) {
+		t.Fatal("expect refused on a usable connection")
+	}
+	for _, c := range []*api.Container{
+		nriContainer("c0", "sb1", "debug", ""),        // not a TARGET create
+		nriContainer("c0", "sb1", "debug", "unknown"), // a token the shim never gave
+		nriContainer("c0", "sb2", "debug", "tok1"),    // another pod's container with the token
+		nriContainer("c0", "sb1", "other", "tok1"),    // another container's
+	} {
+		got, _, err := p.CreateContainer(context.Background(), nil, c)
+		if got != nil || err != nil {
+			t.Errorf("event for %+v: adjustment %v %v, want none", c, got, err)
+		}
+	}
+	got, _, err := p.CreateContainer(context.Background(), nil, nriContainer("c1", "sb1", "debug", "tok1"))
+	if got != adj || err != nil {
+		t.Fatalf("the request's own event: %v %v", got, err)
+	}
+	if again, _, _ := p.CreateContainer(context.Background(), nil, nriContainer("c2", "sb1", "debug", "tok1")); again != nil {
+		t.Error("a second event for the same token was adjusted")
+	}
+	if answered, err := p.settle(context.Background(), "tok1"); !answered || err != nil {
+		t.Errorf("settle = %v %v, want answered", answered, err)
+	}
+	if calls != 1 {
+		t.Errorf("adjust ran %d times", calls)
+	}
+	if len(p.calls) != 0 {
+		t.Errorf("calls left: %v", p.calls)
+	}
+}
+
+// settle: an event that never came expires (a late one then gets nothing);
+// an answer on a connection lost since does not count; a refusal is handed
+// back.
+func TestNRISettle(t *testing.T) {
+	ctx := context.Background()
+	p := testNRIPlugin(t)
+	never := func(*api.Container) (*api.ContainerAdjustment, error) {
+		t.Error("adjust ran for an expired call")
+		return nil, nil
+	}
+	p.expect("late", &nriCall{sandbox: "sb", name: "n", adjust: never})
+	if answered, _ := p.settle(ctx, "late"); answered {
+		t.Error("a call without its event settled as answered")
+	}
+	if got, _, _ := p.CreateContainer(ctx, nil, nriContainer("c", "sb", "n", "late")); got != nil {
+		t.Error("a late event was adjusted")
+	}
+
+	p.expect("lost", &nriCall{sandbox: "sb", name: "n", adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
+		return &api.ContainerAdjustment{}, nil
+	}})
+	p.CreateContainer(ctx, nil, nriContainer("c", "sb", "n", "lost"))
+	p.set(false, "test: connection lost")
+	p.set(true, "test: connected again")
+	if answered, _ := p.settle(ctx, "lost"); answered {
+		t.Error("an answer on a lost connection settled as answered")
+	}
+
+	refusal := errors.New("strict targeting: no")
+	p.expect("refused", &nriCall{sandbox: "sb", name: "n", adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
+		return nil, refusal
+	}})
+	if _, _, err := p.CreateContainer(ctx, nil, nriContainer("c", "sb", "n", "refused")); !errors.Is(err, refusal) {
+		t.Errorf("event answered %v, want the refusal", err)
+	}
+	if _, err := p.settle(ctx, "refused"); !errors.Is(err, refusal) {
+		t.Errorf("settle = %v, want the refusal", err)
+	}
+}
+
+// An event being answered when the create returns is waited for.
+func TestNRISettleWaitsForTheAnswer(t *testing.T) {
+	p := testNRIPlugin(t)
+	release := make(chan struct{})
+	p.expect("slow", &nriCall{sandbox: "sb", name: "n", adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
+		<-release
+		return &api.ContainerAdjustment{}, nil
+	}})
+	go p.CreateContainer(context.Background(), nil, nriContainer("c", "sb", "n", "slow"))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		claimed := p.calls["slow"].state == callClaimed
+		p.mu.Unlock()
+		if claimed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event never claimed the call")
+		}
+	}
+	go func() { time.Sleep(20 * time.Millisecond); close(release) }()
+	if answered, _ := p.settle(context.Background(), "slow"); !answered {
+		t.Error("settle did not wait for the answer")
+	}
+}
+
+// Not connected, or refused by the runtime: no call is registered, and the
+// path says update and why.
+func TestNRIPath(t *testing.T) {
+	p := testNRIPlugin(t)
+	if via, _ := p.path(); via != ViaNRI {
+		t.Errorf("connected: path %s", via)
+	}
+	p.refuse(errors.New("validation error: attempted restricted namespace adjustment by plugin(s) cri-nstarget"))
+	if via, why := p.path(); via != ViaUpdate || why == "" {
+		t.Errorf("refused: path %s (%s)", via, why)
+	}
+	if p.expect("t", &nriCall{}) {
+		t.Error("expect accepted a call while NRI is refused")
+	}
+	p.set(false, "lost")
+	p.set(true, "connected again")
+	if via, _ := p.path(); via != ViaNRI {
+		t.Errorf("reconnected: path %s, want nri again", via)
+	}
+	if !isNamespaceRefusal(errors.New("rpc error: code = Unknown desc = failed to create containerd container: validation error: attempted restricted namespace adjustment by plugin(s) \"50-cri-nstarget\"")) {
+		t.Error("the default validator's refusal not recognised")
+	}
+}
