@@ -10,10 +10,11 @@ GO       ?= go
 # The build stamps (cri-nstarget --version): the version, the commit (-dirty
 # when tracked files changed) and the commit's date, not the clock's, so that
 # the same commit builds the same bytes (SOURCE_DATE_EPOCH overrides the date).
+# EXTRA_LDFLAGS: more linker flags (make release strips: -s -w).
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT     ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; })
 BUILD_DATE ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ),$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null))
-LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
+LDFLAGS    := $(EXTRA_LDFLAGS) -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
 BIN      := bin/cri-nstarget
 
 # make run: with CONTAINERD_ADDRESS (e.g. /run/containerd/containerd.sock) the
@@ -239,3 +240,15 @@ BENCH_CRITEST_ARGS ?=
 bench-critest: deps conformance-tools
 	$(GO) run ./cmd/nstarget-bench critest --shim-binary $(BIN) --critest bin/critest --critest-standin bin/critest-standin \
 		--critest-busybox "$$(./hack/busybox-full.sh)" --containerd containerd --out bin/bench-critest $(BENCH_CRITEST_ARGS)
+
+# Release artifacts for node image bakers (docs/operations.md, "Image
+# bakers"), into $(DIST): static binaries (CGO off, -trimpath, stamped),
+# tarballs of make install's tree with sha256sum files, a .deb and an .rpm
+# (nfpm v2.45.2, built from its own module, hack/nfpm/go.mod) per
+# architecture, and SHA256SUMS. hack/release.sh says what each holds.
+#   make release VERSION=vX.Y.Z [RELEASE_ARCHES="amd64 arm64"] [ALLOW_DIRTY=1]
+DIST           ?= dist
+RELEASE_ARCHES ?= amd64 arm64
+.PHONY: release
+release:
+	VERSION="$(VERSION)" DIST="$(DIST)" RELEASE_ARCHES="$(RELEASE_ARCHES)" GO="$(GO)" MAKE="$(MAKE)" ./hack/release.sh
