@@ -83,8 +83,18 @@ CONTAINERD2_VERSION ?= v2.4.2
 CONTAINERD2_BIN     := $$(CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd2.sh)/containerd
 RUNC2_BIN           := $$(./hack/runc.sh)/runc
 integration-containerd2: deps build h2spec-tool
-	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec NSTARGET_REQUIRE_USERNS=1 \
+	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
+		NSTARGET_REQUIRE_USERNS=1 NSTARGET_REQUIRE_NRI=1 \
 		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
+
+# On containerd 2.4 the shim targets through NRI; the targeting tests again
+# with every shim forced onto the Update path (--targeting-via update).
+UPDATE_PATH_TESTS ?= Target|IPC|UserNamespaced|PIDReuse|Crash|Pins|Refus|Prefix|Stopped
+.PHONY: integration-containerd2-update
+integration-containerd2-update: deps build
+	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_REQUIRE_USERNS=1 \
+		NSTARGET_SHIM_FLAGS="--targeting-via update" \
+		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 10m -run '$(UPDATE_PATH_TESTS)' -skip 'TestNRI' ./integration/
 
 # `make matrix` (outside `make test`, which keeps CI short): the same legs on
 # containerd $(MATRIX_CONTAINERD_VERSION) with Debian's runc.
@@ -216,7 +226,8 @@ conformance-ci: deps conformance-tools
 CRITEST_MIN_PASS_CONTAINERD24 ?= 98
 conformance-ci-containerd2: deps conformance-tools
 	NSTARGET_RUNC="$(RUNC2_BIN)" $(LEG) $(CONFORMANCE_RUN) --backend containerd-2.4 \
-		--containerd "$(CONTAINERD2_BIN)" --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD24)
+		--containerd "$(CONTAINERD2_BIN)" --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD24) \
+		--modes direct,shim,shim-strict,shim-update
 .PHONY: conformance-ci-containerd24
 conformance-ci-containerd24: conformance-ci-containerd2
 
