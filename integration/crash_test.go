@@ -60,7 +60,7 @@ func failpointShim(t *testing.T) string {
 func TestCrashDuringTargetCreate(t *testing.T) {
 	bin := failpointShim(t)
 	steps := createSteps
-	if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
+	if shimsUseNRI() {
 		steps = append([]string{"create:recorded", "create:nri-event"}, createSteps[1:]...)
 	}
 	for _, step := range steps {
@@ -102,7 +102,6 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 	if err := <-answered; status.Code(err) != codes.Unavailable {
 		t.Fatalf("the create cut by the crash answered %v, want Unavailable", err)
 	}
-	_, nri := os.Stat(env.Containerd.NRISocket())
 	if step == "create:nri-event" {
 		// what containerd made without the shim's answer: not started
 		for id := range containerIDs(t) {
@@ -135,7 +134,7 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 	if r := record(t, info(t, dbg)).Namespaces["pid"]; r.Result != oci.Targeted {
 		t.Errorf("retried debug container's record: %+v, want targeted", r)
 	}
-	if nri == nil {
+	if shimsUseNRI() {
 		if rec := record(t, info(t, dbg)); rec.Via != "nri" || specUpdated(t, dbg) {
 			t.Errorf("retried debug container: via %q, updated after create %v; want through NRI, no Update", rec.Via, specUpdated(t, dbg))
 		}

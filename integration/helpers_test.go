@@ -45,6 +45,9 @@ func startShim(t *testing.T, flags ...string) *harness.Shim {
 func startShimBinary(t *testing.T, binary string, flags ...string) *harness.Shim {
 	t.Helper()
 	dir := filepath.Join(tmp, fmt.Sprintf("s%d", shimCount.Add(1)))
+	// NSTARGET_SHIM_FLAGS go to every shim, before the test's own flags
+	// (e.g. "--targeting-via update" to run the tests on the Update path)
+	flags = append(strings.Fields(os.Getenv("NSTARGET_SHIM_FLAGS")), flags...)
 	s, err := harness.StartShim(context.Background(), binary, dir, env.Containerd, flags...)
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,14 @@ func requireNRI(t *testing.T) {
 	t.Skip(why)
 }
 
-// specWrites tells whether containerd's stored container was updated after
+// shimsUseNRI: the backend has NRI, and the shims are not forced onto the
+// Update path (NSTARGET_SHIM_FLAGS).
+func shimsUseNRI() bool {
+	_, err := os.Stat(env.Containerd.NRISocket())
+	return err == nil && !strings.Contains(os.Getenv("NSTARGET_SHIM_FLAGS"), "update")
+}
+
+// specUpdated tells whether containerd's stored container was updated after
 // it was made: containerd sets UpdatedAt at every Update.
 func specUpdated(t *testing.T, id string) bool {
 	t.Helper()

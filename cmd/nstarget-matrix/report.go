@@ -71,7 +71,7 @@ func runOrder(a, b string) int {
 }
 
 func splitRun(name string) (backend, mode string) {
-	for _, m := range []string{"shim-strict", "direct", "shim"} {
+	for _, m := range []string{"shim-strict", "shim-update", "direct", "shim"} {
 		if b, ok := strings.CutSuffix(name, "-"+m); ok {
 			return b, m
 		}

@@ -60,7 +60,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
 	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")
-	fs.StringVar(&modes, "modes", "direct,shim,shim-strict", "endpoints to test: direct (containerd's CRI), shim (cri-nstarget in front), shim-strict (with --strict-targeting; the suite only)")
+	fs.StringVar(&modes, "modes", "direct,shim,shim-strict", "endpoints to test: direct (containerd's CRI), shim (cri-nstarget in front), shim-strict (with --strict-targeting; the suite only), shim-update (with --targeting-via update, for backends with NRI; the suite only)")
 	fs.Parse(args)
 	o.modes = strings.Split(modes, ",")
 	if os.Geteuid() != 0 {
@@ -141,17 +141,20 @@ func run(ctx context.Context, o runOptions) (err error) {
 		var shim *harness.Shim
 		switch mode {
 		case "direct":
-		case "shim", "shim-strict":
+		case "shim", "shim-strict", "shim-update":
 			var flags []string
-			if mode == "shim-strict" {
+			switch mode {
+			case "shim-strict":
 				flags = append(flags, "--strict-targeting")
+			case "shim-update":
+				flags = append(flags, "--targeting-via", "update")
 			}
 			if shim, err = harness.StartShim(ctx, o.shim, filepath.Join(tmp, mode), env.Containerd, flags...); err != nil {
 				return err
 			}
 			endpoint = shim.Endpoint()
 		default:
-			return fmt.Errorf("mode %q: want direct, shim or shim-strict", mode)
+			return fmt.Errorf("mode %q: want direct, shim, shim-strict or shim-update", mode)
 		}
 		fmt.Printf("• %s: %s\n", name, endpoint)
 		if o.suite != "" {
@@ -167,7 +170,7 @@ func run(ctx context.Context, o runOptions) (err error) {
 				}
 			}
 		}
-		if o.critest != "" && mode != "shim-strict" { // critest sends no TARGET: strict changes nothing for it
+		if o.critest != "" && (mode == "direct" || mode == "shim") { // critest sends no TARGET: strict and the targeting path change nothing for it
 			junit := filepath.Join(o.out, "critest-"+name+".xml")
 			r, err := runCritest(ctx, o.critest, endpoint, junit, filepath.Join(o.out, "critest-"+name+".log"), skips)
 			switch {
