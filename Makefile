@@ -110,7 +110,7 @@ integration-matrix: deps build h2spec-tool
 LEG = ./hack/leg.sh $@
 CONTAINERD2 ?= 1
 test: deps lint unit race fuzz install-check integration conformance-ci \
-	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 conformance-ci-containerd2)
+	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2)
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)
