@@ -5,6 +5,8 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -224,4 +226,106 @@ func TestNRIPinFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Another vendor's NRI plugin (NRI's template plugin, hack/nri-sample) sets
+// the pid namespace of the same debug container. NRI lets one plugin adjust
+// a field and fails a create that two adjust, whichever order they run in
+// (the sample registers before the shim, index 10, and after it, 90). The
+// other plugin wins: the default shim falls back (the record says so, and
+// the container is in the namespace the other plugin chose); a strict shim
+// refuses with FailedPrecondition, and containerd holds nothing.
+func TestNRIAnotherPluginSetsTheNamespace(t *testing.T) {
+	requireNRI(t)
+	if !shimsUseNRI() {
+		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
+	}
+	sample := buildNRISample(t)
+	for _, idx := range []string{"10", "90"} {
+		for _, strict := range []bool{false, true} {
+			t.Run(fmt.Sprintf("idx=%s,strict=%v", idx, strict), func(t *testing.T) {
+				stop := runNRISample(t, sample, idx)
+				defer stop()
+				var flags []string
+				if strict {
+					flags = append(flags, "--strict-targeting")
+				}
+				s := startShim(t, flags...)
+				c := shimCRI(s)
+				p := runPod(t, c, ownMode)
+				app := run(t, c, p, "app", pidOwn)
+				podPID := fmt.Sprintf("/proc/%d/ns/pid", sandboxPid(t, p.id))
+				before := containerIDs(t)
+				dbg, err := createCfg(t, c, p, &runtimeapi.ContainerConfig{
+					Metadata:    &runtimeapi.ContainerMetadata{Name: "debug"},
+					Command:     []string{"sleep", "3600"},
+					Annotations: map[string]string{"nri-sample.cri-nstarget.test/pid-namespace": podPID},
+					Linux:       &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: targetOf(app)}},
+				})
+				if strict {
+					if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "another NRI plugin") {
+						t.Fatalf("strict create = %v, want FailedPrecondition naming the other plugin", err)
+					}
+					if after := containerIDs(t); len(after) != len(before) {
+						t.Errorf("containerd holds %d containers, had %d", len(after), len(before))
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				ci := info(t, dbg)
+				r := record(t, ci)
+				if pid := r.Namespaces["pid"]; pid.Result != oci.Fallback || !strings.Contains(pid.Reason, "another NRI plugin") {
+					t.Errorf("pid record %+v, want a fallback saying another NRI plugin won", pid)
+				}
+				if got := nsPath(ci, "pid"); got != podPID {
+					t.Errorf("spec pid path %q, want the other plugin's %q", got, podPID)
+				}
+				if mounts := mountsUnder(t, s.StateDir()); len(mounts) != 0 {
+					t.Errorf("pins left for a container that joins none: %v", mounts)
+				}
+			})
+		}
+	}
+}
+
+func buildNRISample(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(tmp, "nri-sample")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "hack", "nri-sample")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build hack/nri-sample: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runNRISample runs the sample plugin against the test's containerd until
+// stop, and waits until containerd has it (it logs its registration).
+func runNRISample(t *testing.T, bin, idx string) (stop func()) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "nri-sample.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-name", "nri-sample", "-idx", idx, "-socket", env.Containerd.NRISocket())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		logf.Close()
+	}
+	eventually(t, "the sample NRI plugin to register", func() bool {
+		b, _ := os.ReadFile(env.Containerd.LogPath())
+		return strings.Contains(string(b), idx+"-nri-sample")
+	})
+	return stop
 }

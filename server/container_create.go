@@ -8,6 +8,8 @@ import (
 	nriapi "github.com/containerd/nri/pkg/api"
 	"google.golang.org/grpc/codes"
 
+	"github.com/cri-nstarget/cri-nstarget/oci"
+
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -126,6 +128,33 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 				return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
 			}
 			out, err = fwd(ctx, b)
+		case answered && isNamespaceConflict(err):
+			// Another NRI plugin sets a namespace this create targets: NRI
+			// fails a create that two plugins adjust alike. That plugin
+			// wins: the targeted namespaces fall back (strict: refused),
+			// and the create goes again, with only the record from us.
+			if o.held {
+				t.releasePins(o.heldFor)
+				o.held = false
+			}
+			for kind, r := range o.rec.Namespaces {
+				if r.Result == oci.Targeted {
+					o.fallBack(kind, "create", reasonNRIConflict, codes.FailedPrecondition,
+						fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", err))
+				}
+			}
+			if serr := t.strictErr(o); serr != nil {
+				return nil, serr
+			}
+			out, viaNRI, err = t.createRecordOnly(ctx, lctx, req, o, fwd)
+			if err == nil && viaNRI {
+				id := new(runtimeapi.CreateContainerResponse)
+				if proto.Unmarshal(out, id) == nil && id.GetContainerId() != "" {
+					in.Container = id.GetContainerId()
+					t.report(in.Container, o)
+					return out, nil
+				}
+			}
 		}
 	}
 	if err != nil {
@@ -167,4 +196,38 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	}
 	failpoint("create:finished")
 	return out, nil
+}
+
+// createRecordOnly forwards req again after an NRI conflict: containerd's
+// NRI event for the container is answered with the record alone (every
+// namespace o targeted fell back). It reports whether that answer was
+// applied; if not, the Update path writes the record.
+func (t *targeter) createRecordOnly(ctx, lctx context.Context, req *runtimeapi.CreateContainerRequest, o *outcome, fwd forwardFunc) ([]byte, bool, error) {
+	token := newToken()
+	call := &nriCall{sandbox: o.sandbox, name: o.name, adjust: func(*nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+		o.rec.Via = ViaNRI
+		rec, err := o.rec.Encode()
+		if err != nil {
+			return nil, err
+		}
+		adj := &nriapi.ContainerAdjustment{}
+		adj.AddAnnotation(oci.AnnotationTargeting, rec)
+		return adj, nil
+	}}
+	if t.nri.expect(token, call) {
+		req.Config.Annotations[annotationRequest] = token
+	} else {
+		delete(req.Config.Annotations, annotationRequest)
+		token = ""
+	}
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode CreateContainerRequest: %w", err)
+	}
+	out, err := fwd(ctx, b)
+	answered := false
+	if token != "" {
+		answered, _ = t.nri.settle(lctx, token)
+	}
+	return out, answered, err
 }

@@ -284,6 +284,17 @@ func isNamespaceRefusal(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "namespace adjustment")
 }
 
+// isNamespaceConflict tells whether a CreateContainer error is NRI refusing
+// two plugins' adjustments of the same namespace ("plugins "A" and "B"
+// both tried to set Namespace pid", NRI v0.12) where one of them is the shim.
+func isNamespaceConflict(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "both tried to set") && strings.Contains(msg, "namespace") && strings.Contains(msg, nriPluginName)
+}
+
 // nriLogger sends the NRI stub's log to the shim's.
 type nriLogger struct{ log *logrus.Entry }
 

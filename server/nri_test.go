@@ -153,6 +153,12 @@ func TestNRIPath(t *testing.T) {
 	if via, _ := p.path(); via != ViaNRI {
 		t.Errorf("reconnected: path %s, want nri again", via)
 	}
+	if !isNamespaceConflict(errors.New(`rpc error: code = Unknown desc = failed to create containerd container: failed to get NRI adjustment for container: plugins "50-cri-nstarget" and "10-nri-sample" both tried to set Namespace pid`)) {
+		t.Error("NRI's conflict between two plugins not recognised")
+	}
+	if isNamespaceConflict(errors.New(`plugins "10-a" and "20-b" both tried to set Namespace pid`)) {
+		t.Error("a conflict between two other plugins taken for the shim's")
+	}
 	if !isNamespaceRefusal(errors.New("rpc error: code = Unknown desc = failed to create containerd container: validation error: attempted restricted namespace adjustment by plugin(s) \"50-cri-nstarget\"")) {
 		t.Error("the default validator's refusal not recognised")
 	}

@@ -40,6 +40,9 @@ const (
 	// rights in the user namespace that owns the target's namespace, so
 	// the kernel would refuse the join.
 	reasonUsernsRefused reasonKind = "userns_refused"
+	// Another NRI plugin sets the same namespace of the container: NRI lets
+	// only one plugin adjust a field, and the other keeps it.
+	reasonNRIConflict reasonKind = "nri_conflict"
 )
 
 // Results of targeting, as the metric labels them: oci.Targeted and
