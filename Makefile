@@ -109,7 +109,7 @@ integration-matrix: deps build h2spec-tool
 # Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all).
 LEG = ./hack/leg.sh $@
 CONTAINERD2 ?= 1
-test: deps lint unit race fuzz install-check integration conformance-ci \
+test: deps lint unit race fuzz install-check release-check integration conformance-ci \
 	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2)
 
 run: deps build
@@ -258,8 +258,15 @@ bench-critest: deps conformance-tools
 # (nfpm v2.45.2, built from its own module, hack/nfpm/go.mod) per
 # architecture, and SHA256SUMS. hack/release.sh says what each holds.
 #   make release VERSION=vX.Y.Z [RELEASE_ARCHES="amd64 arm64"] [ALLOW_DIRTY=1]
+#   make release-check   builds them twice and compares, verifies checksums
+#                        and ELF arches, lints the .deb, installs, removes and
+#                        purges it (in a throw-away overlay of /), and runs
+#                        the image-baker recipes of docs/operations.md
 DIST           ?= dist
 RELEASE_ARCHES ?= amd64 arm64
-.PHONY: release
+.PHONY: release release-check
 release:
 	VERSION="$(VERSION)" DIST="$(DIST)" RELEASE_ARCHES="$(RELEASE_ARCHES)" GO="$(GO)" MAKE="$(MAKE)" ./hack/release.sh
+
+release-check: deps
+	GO="$(GO)" MAKE="$(MAKE)" $(LEG) ./hack/release-check.sh

@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# make release-check: `make release` as CI can run it, then checks what it made:
+#   - a second build, from a copy of the tree at another path, with another
+#     umask, TZ and hostname, gives the same bytes, every artifact
+#     (RELEASE_CHECK_COLD=1: with an empty Go build cache too, ~2.5 min more);
+#   - SHA256SUMS and each tarball's .sha256sum verify (and a changed byte fails);
+#   - the binaries are static ELF of their arch (the arm64 one aarch64), built
+#     with CGO off and -trimpath, and print the version, commit and date;
+#   - each tarball holds `make install`'s tree (PREFIX=/usr/local): the same
+#     files, modes and contents (the binary aside), owned by root;
+#   - each .deb and .rpm holds `make install PREFIX=/usr`'s tree (man page
+#     gzipped) plus Debian's or RPM's own files, the config as a conffile,
+#     and depends on containerd; lintian reports no error on the .debs;
+#   - the amd64 .deb installs, reinstalls (a changed config kept), removes (the
+#     config kept) and purges (nothing left) with dpkg; the unit is neither
+#     enabled nor started by it; then the image-baker recipes of
+#     docs/operations.md (the Packer provisioner script, the kind Dockerfile's
+#     RUN steps on a slim image that drops /usr/share/doc) install, enable and
+#     purge cleanly. All of this runs in a private mount namespace on an
+#     overlay of / whose writes go to a tmpfs: dpkg sees this machine's
+#     packages (containerd is installed by hack/deps.sh), and the machine is
+#     left as it was, which is checked too.
+# Needs root (the overlay), dpkg, lintian, rpm, file (hack/deps.sh installs
+# them). Prints "N passed, N failed" and exits non-zero on a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+GO=${GO:-go}
+version=v0.0.0-ci.1 # a prerelease: whatever this tree is, it is no release
+debver=0.0.0~ci.1-1
+work=$(mktemp -d /tmp/nst-release-check.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok:   $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+check() { # check DESCRIPTION COMMAND...
+  local what=$1; shift
+  if out=$("$@" 2>&1); then ok "$what"; else fail "$what"; [ -z "$out" ] || sed 's/^/      /' <<<"$out" | head -40; fi
+}
+for tool in dpkg-deb lintian rpm file unshare; do
+  command -v $tool >/dev/null || { echo "release-check: $tool is missing (make deps installs it)"; exit 1; }
+done
+
+# --- two builds ----------------------------------------------------------
+# Both from snapshots of this tree, taken at once: clones of HEAD plus the
+# tree's changes and untracked files, so that they hold the same sources
+# whether or not the tree is clean, and whatever is edited or committed here
+# meanwhile. Everything below checks the first snapshot.
+repo=$PWD
+commit=$(git rev-parse HEAD)
+git diff "$commit" --binary >"$work/tree.diff"
+git ls-files -z --others --exclude-standard | tar --null -T - -cf "$work/untracked.tar"
+snapshot() {
+  mkdir -p "$(dirname "$1")"
+  git clone -q --shared "$repo" "$1"
+  git -C "$1" checkout -q --detach "$commit"
+  (cd "$1" && git apply --allow-empty "$work/tree.diff" && tar -xf "$work/untracked.tar")
+}
+src1=$work/src src2=$work/other/path/src
+snapshot "$src1"
+snapshot "$src2"
+cd "$src1"
+a=$work/a b=$work/b
+echo "build 1: make release VERSION=$version (commit $commit and this tree's changes, in $src1)"
+ALLOW_DIRTY=1 "$MAKE" --no-print-directory -s release VERSION=$version DIST="$a" >"$work/build1.log" 2>&1 ||
+  { cat "$work/build1.log"; echo "release-check: make release failed"; exit 1; }
+cache=()
+if [ "${RELEASE_CHECK_COLD:-0}" = 1 ]; then cache=(GOCACHE="$work/gocache"); fi
+echo "build 2: the same from $src2 (umask 077, TZ, hostname${cache:+, an empty build cache})"
+(cd "$src2" && umask 077 && env "${cache[@]}" TZ=Pacific/Kiritimati ALLOW_DIRTY=1 \
+  unshare --uts sh -c 'hostname other-builder && "$0" --no-print-directory -s release VERSION="$1" DIST="$2"' "$MAKE" "$version" "$b") \
+  >"$work/build2.log" 2>&1 || { cat "$work/build2.log"; echo "release-check: the second make release failed"; exit 1; }
+sums() { (cd "$1" && sha256sum $(ls | LC_ALL=C sort)); }
+check "two builds give identical bytes (every artifact, SHA256SUMS included)" diff <(sums "$a") <(sums "$b")
+ls "$a" | sed 's/^/      /'
+
+# --- checksums -------------------------------------------------------------
+check "SHA256SUMS verifies" bash -c "cd '$a' && sha256sum --quiet -c SHA256SUMS"
+check "SHA256SUMS lists every artifact" diff <(cd "$a" && ls | grep -v -e '^SHA256SUMS$' -e '\.sha256sum$') <(awk '{print $2}' "$a/SHA256SUMS")
+for arch in amd64 arm64; do
+  t=cri-nstarget-$version-linux-$arch.tar.gz
+  check "$t.sha256sum verifies" bash -c "cd '$a' && sha256sum --quiet -c $t.sha256sum"
+done
+cp "$a/cri-nstarget-$version-linux-amd64.tar.gz" "$work/bad.tar.gz"
+printf 'x' | dd of="$work/bad.tar.gz" bs=1 seek=1000 conv=notrunc status=none
+sed "s|cri-nstarget-$version-linux-amd64.tar.gz|bad.tar.gz|" "$a/cri-nstarget-$version-linux-amd64.tar.gz.sha256sum" >"$work/bad.sha256sum"
+check "a changed byte fails the check (the check can fail)" bash -c "cd '$work' && ! sha256sum --quiet -c bad.sha256sum 2>/dev/null"
+
+# --- binaries ----------------------------------------------------------------
+elf() { # elf FILE WANT: file(1) says WANT, statically linked
+  local f; f=$(file -b "$1"); grep -q "$2" <<<"$f" && grep -q 'statically linked' <<<"$f" || { echo "$f"; return 1; }
+}
+check "the amd64 binary is a static x86-64 ELF" elf "$a/cri-nstarget-$version-linux-amd64" 'ELF 64-bit LSB executable, x86-64'
+check "the arm64 binary is a static aarch64 ELF" elf "$a/cri-nstarget-$version-linux-arm64" 'ELF 64-bit LSB executable, ARM aarch64'
+for arch in amd64 arm64; do
+  bin=$a/cri-nstarget-$version-linux-$arch
+  check "$arch: built with CGO off, -trimpath, for linux/$arch" bash -c \
+    "m=\$('$GO' version -m '$bin') && grep -q 'CGO_ENABLED=0' <<<\"\$m\" && grep -q -- '-trimpath=true' <<<\"\$m\" && grep -q 'GOARCH=$arch' <<<\"\$m\" || { echo \"\$m\"; false; }"
+  check "$arch: no build path in the binary" bash -c "! grep -a -q -e '$repo' -e '$work' '$bin'"
+done
+check "--version: the version, the commit, the commit's date" bash -c \
+  "out=\$('$a/cri-nstarget-$version-linux-amd64' --version) && grep -q '^cri-nstarget $version (commit $commit\(-dirty\)\?, built $(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ);' <<<\"\$out\" || { echo \"\$out\"; false; }"
+
+# --- the tarball: make install's tree --------------------------------------------
+files() { (cd "$1" && find . -type f -printf '%m %P\n' | sed 's/^\([0-7][0-7][0-7]\) /0\1 /' | LC_ALL=C sort); }
+quiet_make() { "$MAKE" --no-print-directory -s "$@" INSTALL_OUT="$work/install-out" >"$work/make.log" 2>&1 || { cat "$work/make.log"; return 1; }; }
+quiet_make install DESTDIR="$work/install-local"
+quiet_make install DESTDIR="$work/install-usr" PREFIX=/usr
+for arch in amd64 arm64; do
+  t=$work/tar-$arch
+  mkdir -p "$t" && tar -C "$t" -xzf "$a/cri-nstarget-$version-linux-$arch.tar.gz"
+  check "$arch tarball: make install's files and modes" diff <(files "$work/install-local") <(files "$t")
+  check "$arch tarball: the same contents as make install's (the binary aside)" \
+    diff -r -x cri-nstarget "$work/install-local" "$t"
+  check "$arch tarball: the binary is the release binary" cmp "$t/usr/local/bin/cri-nstarget" "$a/cri-nstarget-$version-linux-$arch"
+  check "$arch tarball: owned by root, dated at the commit" bash -c \
+    "tar -tvzf '$a/cri-nstarget-$version-linux-$arch.tar.gz' --numeric-owner --full-time --utc | awk '\$2 != \"0/0\" || \$4\" \"\$5 != \"$(TZ=UTC git log -1 --format=%cd --date=format-local:'%Y-%m-%d %H:%M:%S')\"' | grep . && false || true"
+done
+
+# --- the packages: make install PREFIX=/usr's tree, plus each format's own files ---
+# What make install PREFIX=/usr installs, as a package holds it: paths from
+# /, the man page gzipped.
+want=$(files "$work/install-usr" | sed -e 's| | /|' -e 's|/cri-nstarget\.8$|/cri-nstarget.8.gz|')
+debian_own="0644 /usr/share/doc/cri-nstarget/changelog.Debian.gz
+0644 /usr/share/doc/cri-nstarget/copyright
+0644 /usr/share/lintian/overrides/cri-nstarget"
+rpm_own="0644 /usr/share/doc/cri-nstarget/copyright"
+for arch in amd64 arm64; do
+  deb=$a/cri-nstarget_${debver}_$arch.deb
+  rpmarch=$([ $arch = amd64 ] && echo x86_64 || echo aarch64)
+  rpmf=$a/cri-nstarget-0.0.0~ci.1-1.$rpmarch.rpm
+  check "$arch .deb: make install PREFIX=/usr's files and modes, plus copyright, changelog, lintian overrides" \
+    diff <(printf '%s\n%s\n' "$want" "$debian_own" | LC_ALL=C sort) \
+    <(dpkg-deb -c "$deb" | awk '$1 ~ /^-/ {m=0; p=substr($1,2,9); for(i=1;i<=9;i++){m=m*2+(substr(p,i,1)!="-")}; printf "0%o %s\n", m, substr($6,2)}' | LC_ALL=C sort)
+  check "$arch .deb: the config is its only conffile" diff <(echo /etc/cri-nstarget/config.toml) <(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)
+  check "$arch .deb: Architecture $arch, Depends: containerd" bash -c \
+    "[ \"\$(dpkg-deb -f '$deb' Architecture)\" = $arch ] && [ \"\$(dpkg-deb -f '$deb' Depends)\" = containerd ]"
+  check "$arch .deb: lintian reports no error" bash -c \
+    "out=\$(lintian --tag-display-limit 0 '$deb' 2>&1 | grep -v 'running with root privileges'); echo \"\$out\"; ! grep -q '^E:' <<<\"\$out\""
+  sed -n 's/^W: /      lintian warning: /p' <<<"$out"
+  check "$arch .rpm: make install PREFIX=/usr's files and modes, plus copyright" \
+    diff <(printf '%s\n%s\n' "$want" "$rpm_own" | LC_ALL=C sort) \
+    <(rpm -qp --qf '[%{FILEMODES:octal} %{FILENAMES}\n]' "$rpmf" 2>/dev/null | awk '$1 ~ /^100/ {printf "0%s %s\n", substr($1,4), $2}' | LC_ALL=C sort)
+  check "$arch .rpm: the config is %config(noreplace)" bash -c \
+    "[ \"\$(rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' '$rpmf' 2>/dev/null | grep /etc/)\" = 'cn /etc/cri-nstarget/config.toml' ]"
+  check "$arch .rpm: arch $rpmarch, requires containerd, digests verify" bash -c \
+    "[ \"\$(rpm -qp --qf '%{ARCH}' '$rpmf' 2>/dev/null)\" = $rpmarch ] && rpm -qpR '$rpmf' 2>/dev/null | grep -qx 'containerd' && rpm -K --nosignature '$rpmf' >/dev/null"
+done
+
+# --- install, remove, purge; the image-baker recipes ------------------------------
+# Each recipe is the block of docs/operations.md after <!-- release-check: NAME -->.
+snippet() { awk -v name="$1" '
+  $0 == "<!-- release-check: " name " -->" { found = 1; next }
+  found == 1 && /^```/ { found = 2; next }
+  found == 2 && /^```/ { exit }
+  found == 2 { print }' docs/operations.md; }
+snippet install-cri-nstarget.sh >"$work/install-cri-nstarget.sh"
+snippet Dockerfile >"$work/Dockerfile"
+check "docs/operations.md has the Packer script and the kind Dockerfile" test -s "$work/install-cri-nstarget.sh" -a -s "$work/Dockerfile"
+check "the Packer script is valid sh" sh -n "$work/install-cri-nstarget.sh"
+# The Dockerfile's RUN steps, joined as the builder joins them (a line ending
+# in \ goes on), with its ARGs' defaults and TARGETARCH; then its COPY
+# sources must exist in dist/ under the names make release gives them.
+{
+  echo "set -eu"
+  echo "TARGETARCH=amd64"
+  sed -n 's/^ARG \([A-Z_]*\)=\(.*\)$/\1=\2/p' "$work/Dockerfile"
+  awk '/^RUN / { run = 1; sub(/^RUN /, "") } run { print; if (!/\\$/) { run = 0; print "" } }' "$work/Dockerfile"
+} >"$work/dockerfile-run.sh"
+check "the Dockerfile's RUN steps are valid sh" sh -n "$work/dockerfile-run.sh"
+copy_src=$(sed -n 's/^COPY \([^ ]*\) .*/\1/p' "$work/Dockerfile" | head -1)
+copy_dst=$(sed -n 's/^COPY [^ ]* \(.*\)$/\1/p' "$work/Dockerfile" | head -1)
+copy_file=$(eval "TARGETARCH=amd64; $(sed -n 's/^ARG \([A-Z_]*\)=\(.*\)$/\1=\2/p' "$work/Dockerfile" | sed "s/^VERSION=.*/VERSION=${debver%-1}/"); echo $copy_src")
+check "the Dockerfile copies a package make release names so ($copy_file)" test -f "$a/$copy_file"
+# BuildKit's Dockerfile parser and HCL's, from their own module (hack/snippets).
+(cd hack/snippets && "$GO" build -o ../../bin/snippets-check .)
+snippet packer.pkr.hcl >"$work/packer.pkr.hcl"
+check "the Dockerfile parses (BuildKit's parser and instructions, no warning)" bin/snippets-check dockerfile "$work/Dockerfile"
+check "the Packer template parses (HCL), with a file and a shell provisioner" bin/snippets-check packer "$work/packer.pkr.hcl"
+
+host_state() { # what of cri-nstarget this machine has
+  dpkg-query -W -f '${Status} ${Version}\n' cri-nstarget 2>/dev/null || echo "no package"
+  ls -d /etc/cri-nstarget /usr/bin/cri-nstarget /usr/lib/systemd/system/cri-nstarget.service \
+    /etc/systemd/system/*/cri-nstarget.service /etc/systemd/system/cri-nstarget.service \
+    /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf /var/lib/systemd/deb-systemd-helper-enabled/cri-nstarget.service.dsh-also 2>/dev/null || true
+}
+host_state >"$work/host-before"
+deb=$a/cri-nstarget_${debver}_amd64.deb
+cp "$deb" "$work/cri-nstarget.deb"
+expected_deb=$(printf '%s\n%s\n' "$want" "$debian_own" | awk '{print $2}' | LC_ALL=C sort)
+
+# Runs inside the overlay, chrooted; prints "ok: ..." / "FAIL: ..." lines.
+cat >"$work/in-overlay.sh" <<'EOF'
+set -u
+deb=/tmp/release-check/cri-nstarget.deb
+ok() { echo "ok:   $*"; }
+fail() { echo "FAIL: $*"; }
+check() { local what=$1; shift; if out=$("$@" 2>&1); then ok "$what"; else fail "$what"; [ -z "$out" ] || sed 's/^/      /' <<<"$out" | head -30; fi; }
+status() { dpkg-query -W -f '${db:Status-Abbrev}' cri-nstarget 2>/dev/null | tr -d ' '; }
+links() { find /etc/systemd/system -name 'cri-nstarget.service' 2>/dev/null | LC_ALL=C sort; }
+# A package already on this machine is purged here, in the overlay only.
+if [ -n "$(status)" ] && [ "$(status)" != un ]; then
+  echo "note: this machine has cri-nstarget installed ($(status)); purged inside the overlay only"
+  dpkg -P cri-nstarget >/dev/null 2>&1
+fi
+export DEBIAN_FRONTEND=noninteractive
+check "dpkg -i installs the .deb" dpkg -i "$deb"
+check "dpkg: installed" test "$(status)" = ii
+check "dpkg -L lists make install PREFIX=/usr's files (and Debian's)" \
+  diff /tmp/release-check/expected-deb <(dpkg -L cri-nstarget | while read -r f; do [ -f "$f" ] && [ ! -L "$f" ] && echo "$f"; done | LC_ALL=C sort)
+check "the installed binary runs" /usr/bin/cri-nstarget --version
+check "the installed config is what the binary accepts" /usr/bin/cri-nstarget config check --config /etc/cri-nstarget/config.toml
+check "the unit is not enabled (no links)" test -z "$(links)"
+check "systemctl is-enabled: disabled" bash -c '[ "$(systemctl is-enabled cri-nstarget.service 2>&1)" = disabled ]'
+# (A process started from here runs /usr/bin/cri-nstarget as seen from here;
+# the host has none: its cri-nstarget processes, if any, run other paths.)
+check "nothing was started (no /run/cri-nstarget, no process)" bash -c \
+  '[ ! -e /run/cri-nstarget ] && ! for p in /proc/[0-9]*; do readlink "$p/exe" 2>/dev/null; done | grep -x /usr/bin/cri-nstarget'
+echo 'log_level = "debug"' >>/etc/cri-nstarget/config.toml
+check "dpkg -i again (reinstall) keeps a changed config" bash -c \
+  'dpkg -i --force-confold '"$deb"' >/dev/null && grep -qx "log_level = \"debug\"" /etc/cri-nstarget/config.toml'
+check "dpkg -r removes the package" dpkg -r cri-nstarget
+check "dpkg -r: config-files state, the conffile kept" bash -c '[ "$(dpkg-query -W -f "\${db:Status-Abbrev}" cri-nstarget | tr -d " ")" = rc ] && test -f /etc/cri-nstarget/config.toml'
+check "dpkg -r: binary, unit, man page and docs gone" bash -c \
+  '! ls /usr/bin/cri-nstarget /usr/lib/systemd/system/cri-nstarget.service /usr/share/man/man8/cri-nstarget.8.gz /usr/share/doc/cri-nstarget 2>/dev/null | grep .'
+check "dpkg -P purges it" dpkg -P cri-nstarget
+check "dpkg -P: no package, no /etc/cri-nstarget, no unit links or mask" bash -c \
+  '[ -z "$(dpkg-query -W -f "\${db:Status-Abbrev}" cri-nstarget 2>/dev/null | tr -d " ")" ] || [ "$(dpkg-query -W -f "\${db:Status-Abbrev}" cri-nstarget | tr -d " ")" = un ]; ! test -e /etc/cri-nstarget && [ -z "$(find /etc/systemd/system -name cri-nstarget.service)" ]'
+
+# The Packer provisioner's script, as Packer runs it: uploaded .deb, root.
+cp "$deb" /tmp/cri-nstarget.deb
+check "the Packer script installs, drops in the kubelet flag, enables" sh -eu /tmp/release-check/install-cri-nstarget.sh
+check "Packer: installed" test "$(status)" = ii
+check "Packer: kubelet's drop-in names the shim's socket" \
+  grep -q -- '--container-runtime-endpoint=unix:///run/cri-nstarget/cri.sock' /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf
+check "Packer: enabled (multi-user.target and containerd.service want it)" diff \
+  <(printf '%s\n' /etc/systemd/system/containerd.service.wants/cri-nstarget.service /etc/systemd/system/multi-user.target.wants/cri-nstarget.service) <(links)
+check "Packer: nothing was started" test ! -e /run/cri-nstarget
+check "Packer: dpkg -P purges it, enablement links included" bash -c 'dpkg -P cri-nstarget >/dev/null && [ -z "$(find /etc/systemd/system -name cri-nstarget.service)" ] && ! test -e /etc/cri-nstarget'
+rm -f /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf /tmp/cri-nstarget.deb
+rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null || true
+
+# The kind Dockerfile's RUN steps, on an image like kind's base (Debian slim:
+# dpkg drops /usr/share/doc and man pages), after its COPY.
+printf 'path-exclude /usr/share/doc/*\npath-include /usr/share/doc/*/copyright\npath-exclude /usr/share/man/*\n' >/etc/dpkg/dpkg.cfg.d/release-check-slim
+cp "$deb" "$COPY_DST"
+check "kind: the Dockerfile's RUN steps install, drop in, enable" bash -eu /tmp/release-check/dockerfile-run.sh
+check "kind: installed, docs dropped as on a slim image" bash -c "[ \"\$(dpkg-query -W -f '\${db:Status-Abbrev}' cri-nstarget | tr -d ' ')\" = ii ] && test ! -e /usr/share/doc/cri-nstarget/README.md"
+check "kind: the drop-in is in place" grep -q -- '--container-runtime-endpoint=unix:///run/cri-nstarget/cri.sock' /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf
+check "kind: enabled" test -n "$(links)"
+check "kind: dpkg -P purges it" bash -c 'dpkg -P cri-nstarget >/dev/null && [ -z "$(find /etc/systemd/system -name cri-nstarget.service)" ] && ! test -e /etc/cri-nstarget && ! test -e /usr/bin/cri-nstarget'
+# The drop-in is the recipe's, not the package's: dpkg leaves it.
+rm -f /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf /etc/dpkg/dpkg.cfg.d/release-check-slim
+rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null || true
+EOF
+
+# The overlay: / read-only below, writes to a tmpfs; /proc, /dev, /sys of the
+# host (systemctl finds it is in a chroot and works offline); /run and /tmp
+# empty. Everything goes when the mount namespace's last process exits.
+cat >"$work/overlay.sh" <<'EOF'
+set -eu
+work=$1
+mount -t tmpfs tmpfs "$work/ov"
+mkdir -p "$work/ov/upper" "$work/ov/work" "$work/ov/root"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$work/ov/upper,workdir=$work/ov/work" "$work/ov/root"
+r=$work/ov/root
+mount --rbind /proc "$r/proc"; mount --rbind /dev "$r/dev"; mount --rbind /sys "$r/sys"
+mount -t tmpfs tmpfs "$r/run"; mount -t tmpfs tmpfs "$r/tmp"
+mkdir -p "$r/tmp/release-check"
+cp "$work/cri-nstarget.deb" "$work/install-cri-nstarget.sh" "$work/dockerfile-run.sh" "$work/in-overlay.sh" "$work/expected-deb" "$r/tmp/release-check/"
+COPY_DST=$2 chroot "$r" /bin/bash /tmp/release-check/in-overlay.sh
+# What the overlay holds of cri-nstarget after the purges: nothing but
+# dpkg's and the recipes' logs.
+echo "left: $(cd "$work/ov/upper" && find . -path ./var/lib/dpkg -prune -o -path ./var/log -prune -o -path ./var/cache -prune -o -path ./tmp -prune -o -path ./run -prune -o -name '*cri-nstarget*' -print | tr '\n' ' ')"
+EOF
+echo "$expected_deb" >"$work/expected-deb"
+mkdir -p "$work/ov"
+unshare --mount --propagation private bash "$work/overlay.sh" "$work" "$copy_dst" >"$work/overlay.log" 2>&1 || true
+while IFS= read -r line; do
+  case $line in
+    "ok:   "*) ok "overlay: ${line#ok:   }" ;;
+    "FAIL: "*) fail "overlay: ${line#FAIL: }" ;;
+    "left: "*) left=$(echo ${line#left: })
+      if [ -z "$left" ]; then ok "overlay: after the purges nothing of cri-nstarget is left"
+      else fail "overlay: after the purges nothing of cri-nstarget is left"; echo "      left: $left"; fi ;;
+    *) echo "      $line" ;;
+  esac
+done <"$work/overlay.log"
+check "the overlay ran every step" bash -c "grep -q '^left: ' '$work/overlay.log'"
+host_state >"$work/host-after"
+check "this machine is as it was (no package, no files, no unit links)" diff "$work/host-before" "$work/host-after"
+
+echo "release-check: $passed passed, $failed failed"
+[ "$failed" = 0 ]
