@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -328,4 +329,80 @@ func runNRISample(t *testing.T, bin, idx string) (stop func()) {
 		return strings.Contains(string(b), idx+"-nri-sample")
 	})
 	return stop
+}
+
+// A containerd whose NRI validator refuses namespace adjustments
+// (default_validator.reject_namespace_adjustment): the first TARGET create
+// through NRI is refused by containerd, the shim learns it, creates again
+// through the Update path (the caller sees one create that targets), and
+// takes the Update path from then on.
+func TestNRINamespaceAdjustmentRefused(t *testing.T) {
+	requireNRI(t)
+	if !shimsUseNRI() {
+		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
+	}
+	e, err := harness.StartWith(ctx(t), harness.EnvOptions{NRIValidator: "enable = true\nreject_namespace_adjustment = true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.PullImages(ctx(t), e.Containerd.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := harness.StartShim(ctx(t), shimBin, filepath.Join(tmp, "refused"), e.Containerd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := shimCRI(s)
+	sb := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "refused", Uid: fmt.Sprint("uid-refused-", os.Getpid()), Namespace: "nst"},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: ownMode}}},
+	}
+	ps, err := c.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.rt.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: ps.GetPodSandboxId()})
+		c.rt.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: ps.GetPodSandboxId()})
+	}()
+	create := func(name string, ns *runtimeapi.NamespaceOption) string {
+		t.Helper()
+		r, err := c.rt.CreateContainer(ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: ps.GetPodSandboxId(), SandboxConfig: sb,
+			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: e.BusyboxImage},
+				Command: []string{"sleep", "3600"}, Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}}}})
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		mustStart(t, c, r.GetContainerId())
+		return r.GetContainerId()
+	}
+	via := func(id string) oci.Record {
+		t.Helper()
+		st, err := c.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ci containerInfo
+		if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &ci); err != nil {
+			t.Fatal(err)
+		}
+		return record(t, ci)
+	}
+	app := create("app", pidOwn)
+	for _, name := range []string{"debug-1", "debug-2"} {
+		dbg := create(name, targetOf(app))
+		if got, want := nsInside(t, c, dbg, "pid"), nsInside(t, c, app, "pid"); got != want {
+			t.Errorf("%s in pid namespace %s, want the app's %s", name, got, want)
+		}
+		if r := via(dbg); r.Via != "update" || r.Namespaces["pid"].Result != oci.Targeted {
+			t.Errorf("%s: record %+v, want targeted via update", name, r)
+		}
+	}
+	b, _ := os.ReadFile(s.LogPath())
+	if n := strings.Count(string(b), "refused the NRI namespace adjustment"); n != 1 {
+		t.Errorf("the shim tried NRI %d times against a runtime that refuses it, want once:\n%s", n, b)
+	}
 }

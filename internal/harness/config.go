@@ -184,6 +184,9 @@ const serverSectionsV4 = `[plugins."io.containerd.server.v1.grpc"]
   address = {{ttrpc}}
 `
 
+// nriPluginConfigLine ends the NRI section of the version 3 (and 4) template.
+const nriPluginConfigLine = "  plugin_config_path = {{dir}}/nri/conf.d\n"
+
 // enableCDILine is in version 3 only: containerd 2.4 removed the option.
 const enableCDILine = "  enable_cdi = false\n"
 
@@ -212,6 +215,13 @@ func renderConfigOpts(opts Options) string {
 	}
 	if opts.Runc != "" {
 		tmpl = strings.Replace(tmpl, runcRootLine, runcRootLine+runcBinaryLine, 1)
+	}
+	if opts.NRIValidator != "" && opts.ConfigVersion >= 3 {
+		v := "\n[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n"
+		for _, l := range strings.Split(strings.TrimSpace(opts.NRIValidator), "\n") {
+			v += "  " + l + "\n"
+		}
+		tmpl = strings.Replace(tmpl, nriPluginConfigLine, nriPluginConfigLine+v, 1)
 	}
 	q := strconv.Quote
 	r := strings.NewReplacer(

@@ -55,6 +55,9 @@ type Options struct {
 	// CNIConfList, if set, is the CNI network of pods that are not on the
 	// host network (see Bridge); it is written to Dir/cni.
 	CNIConfList string
+	// NRIValidator, for containerd 2.x, is TOML for NRI's default
+	// validator (e.g. "enable = true\nreject_namespace_adjustment = true").
+	NRIValidator string
 	// LogWriter also receives containerd's stdout and stderr, which always
 	// go to Dir/containerd.log.
 	LogWriter io.Writer

@@ -53,6 +53,7 @@ type EnvOptions struct {
 	// RegistryAliases and CNIConfList are passed to containerd (see Options).
 	RegistryAliases []string
 	CNIConfList     string
+	NRIValidator    string
 }
 
 // StartWith is Start with options.
@@ -71,6 +72,7 @@ func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
 	e.Containerd, err = StartContainerd(ctx, Options{
 		Dir: dir, RegistryHost: reg.Host(), SandboxImage: e.PauseImage,
 		Binary: o.Binary, ConfigVersion: o.ConfigVersion, Runc: o.Runc, RegistryAliases: o.RegistryAliases, CNIConfList: o.CNIConfList,
+		NRIValidator: o.NRIValidator,
 	})
 	if err != nil {
 		return nil, errors.Join(err, reg.Close())
