@@ -406,3 +406,36 @@ func TestNRINamespaceAdjustmentRefused(t *testing.T) {
 		t.Errorf("the shim tried NRI %d times against a runtime that refuses it, want once:\n%s", n, b)
 	}
 }
+
+// containerd restarting closes the NRI connection: the shim takes the
+// Update path meanwhile, connects again by itself, and targets through NRI
+// again.
+func TestNRIReconnectsAfterContainerdRestart(t *testing.T) {
+	requireNRI(t)
+	if !shimsUseNRI() {
+		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
+	}
+	s := startShim(t)
+	c := shimCRI(s)
+	connected := func() int {
+		b, _ := os.ReadFile(s.LogPath())
+		return strings.Count(string(b), `msg="targeting path" via=nri`)
+	}
+	if n := connected(); n != 1 {
+		t.Fatalf("the shim logged the NRI path %d times at start, want once", n)
+	}
+	if err := env.Containerd.Restart(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the shim to connect to NRI again", func() bool { return connected() == 2 })
+	b, _ := os.ReadFile(s.LogPath())
+	if !strings.Contains(string(b), `msg="targeting path" via=update why="the NRI connection was lost"`) {
+		t.Errorf("the lost connection was not logged:\n%s", b)
+	}
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn)
+	dbg := run(t, c, p, "debug", targetOf(app))
+	if r := record(t, info(t, dbg)); r.Via != "nri" || r.Namespaces["pid"].Result != oci.Targeted {
+		t.Errorf("after containerd's restart: record %+v, want targeted via nri", r)
+	}
+}
