@@ -158,6 +158,10 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		}
 	}
 	if err != nil {
+		if o.held {
+			// pinned in the NRI event, then the backend failed the create
+			t.releasePins(o.heldFor)
+		}
 		if !answered(err) {
 			// the backend may have made it after all: the reconciler
 			// removes whatever it finds under this name and attempt

@@ -7,7 +7,13 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
 func testNRIPlugin(t *testing.T) *nriPlugin {
@@ -161,5 +167,101 @@ func TestNRIPath(t *testing.T) {
 	}
 	if !isNamespaceRefusal(errors.New("rpc error: code = Unknown desc = failed to create containerd container: validation error: attempted restricted namespace adjustment by plugin(s) \"50-cri-nstarget\"")) {
 		t.Error("the default validator's refusal not recognised")
+	}
+}
+
+// nriRig is a rig whose fake backend sends the NRI event of every create to
+// the shim's plugin, as containerd 2.2+ does; adjustments are what the
+// plugin answered, by container id; fail, when set, fails the create after
+// the event (as a runc failure would).
+func nriRig(t *testing.T, strict bool) (*rig, map[string]*api.ContainerAdjustment, *error) {
+	r := newRig(t, strict)
+	p := testNRIPlugin(t)
+	r.server.target.nri = p
+	adjusted := map[string]*api.ContainerAdjustment{}
+	var fail error
+	r.backend.nri = func(id string, req *runtimeapi.CreateContainerRequest) error {
+		c := &api.Container{Id: id, PodSandboxId: req.GetPodSandboxId(), Name: req.GetConfig().GetMetadata().GetName(),
+			Annotations: req.GetConfig().GetAnnotations()}
+		adj, _, err := p.CreateContainer(context.Background(), nil, c)
+		if err != nil {
+			return err
+		}
+		if adj != nil {
+			adjusted[id] = adj
+		}
+		return fail
+	}
+	return r, adjusted, &fail
+}
+
+// Through NRI the create is pointed at the pins by the event's answer: the
+// adjustment holds the pin and the record, and no spec is edited after.
+func TestCreateViaNRI(t *testing.T) {
+	r, adjusted, _ := nriRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj := adjusted[id]
+	if adj == nil || len(adj.GetLinux().GetNamespaces()) != 1 || adj.GetLinux().GetNamespaces()[0].GetPath() != "/pins/"+id+"/pid" {
+		t.Fatalf("adjustment %v, want the pid namespace at the pin", adj)
+	}
+	rec, ok, err := oci.ParseRecord(adj.GetAnnotations())
+	if !ok || err != nil || rec.Via != ViaNRI || rec.Namespaces["pid"].Result != oci.Targeted {
+		t.Errorf("record in the adjustment: %+v %v %v", rec, ok, err)
+	}
+	if _, edited := r.specs.specs[id]; edited {
+		t.Error("the spec was edited after create: the NRI path writes none")
+	}
+	if !r.pinned(id) {
+		t.Error("no pins")
+	}
+	if got := r.backend.created[0].GetConfig().GetAnnotations()[annotationRequest]; got == "" {
+		t.Error("the forwarded request carries no token")
+	}
+}
+
+// The backend fails the create after the event was answered: the pins made
+// for the container that never was are released.
+func TestCreateViaNRIBackendFailsAfterTheEvent(t *testing.T) {
+	r, _, fail := nriRig(t, false)
+	*fail = status.Error(codes.Unknown, "runc create failed")
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); status.Code(err) != codes.Unknown {
+		t.Fatalf("create = %v, want the backend's error", err)
+	}
+	if r.pinned("new1") {
+		t.Error("pins left for a container the backend did not make")
+	}
+}
+
+// Strict, and the pin cannot be made: the event is answered with the
+// refusal, the backend makes nothing, and the caller gets FailedPrecondition.
+func TestCreateViaNRIStrictRefusal(t *testing.T) {
+	r, _, _ := nriRig(t, true)
+	r.pins.err = errors.New("mount: operation not permitted")
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("create = %v, want FailedPrecondition", err)
+	}
+	if n := r.createdCount(); n != 0 {
+		t.Errorf("backend made %d containers", n)
+	}
+}
+
+// The event never reaches the shim (the connection dropped before it, or
+// containerd went on without the plugin): the Update path points the spec.
+func TestCreateNRIEventMissed(t *testing.T) {
+	r, _, _ := nriRig(t, false)
+	r.backend.nri = nil // containerd sends no event
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := r.record(t, id); rec.Via != ViaUpdate || rec.Namespaces["pid"].Result != oci.Targeted || r.nsPath(id, specs.PIDNamespace) != "/pins/"+id+"/pid" {
+		t.Errorf("record %+v, pid path %q: want targeted through the Update path", rec, r.nsPath(id, specs.PIDNamespace))
 	}
 }

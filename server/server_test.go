@@ -49,6 +49,10 @@ type fakeBackend struct {
 	lastMD     metadata.MD
 	calls      map[string]int // calls received, by method name
 	onCreate   func()         // when set, CreateContainer calls it before answering
+	// nri, when set, is containerd's NRI CreateContainer event: called with
+	// the id the container will have; an error fails the create, which
+	// makes nothing
+	nri func(id string, req *runtimeapi.CreateContainerRequest) error
 	removeErr  error          // when set, RemoveContainer fails with it
 	eventsOpen bool           // GetContainerEvents stays open after its events, as containerd's does
 	lastDL     time.Time
@@ -134,8 +138,17 @@ func (b *fakeBackend) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodS
 func (b *fakeBackend) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	id := "new" + string(rune('0'+b.nextID+1))
+	if f := b.nri; f != nil {
+		// containerd's NRI event, inside its CreateContainer
+		b.mu.Unlock()
+		err := f(id, req)
+		b.mu.Lock()
+		if err != nil {
+			return nil, err
+		}
+	}
 	b.nextID++
-	id := "new" + string(rune('0'+b.nextID))
 	b.created = append(b.created, req)
 	b.containers = append(b.containers, &runtimeapi.Container{Id: id, PodSandboxId: req.GetPodSandboxId(),
 		Metadata: req.GetConfig().GetMetadata(), State: runtimeapi.ContainerState_CONTAINER_CREATED})
