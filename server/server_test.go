@@ -52,9 +52,9 @@ type fakeBackend struct {
 	// nri, when set, is containerd's NRI CreateContainer event: called with
 	// the id the container will have; an error fails the create, which
 	// makes nothing
-	nri func(id string, req *runtimeapi.CreateContainerRequest) error
-	removeErr  error          // when set, RemoveContainer fails with it
-	eventsOpen bool           // GetContainerEvents stays open after its events, as containerd's does
+	nri        func(id string, req *runtimeapi.CreateContainerRequest) error
+	removeErr  error // when set, RemoveContainer fails with it
+	eventsOpen bool  // GetContainerEvents stays open after its events, as containerd's does
 	lastDL     time.Time
 	nextID     int
 	startGate  chan struct{} // when set, StartContainer waits for it to close...
