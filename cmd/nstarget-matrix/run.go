@@ -48,7 +48,7 @@ func runCmd(ctx context.Context, args []string) error {
 	var modes string
 	fs.StringVar(&o.backend, "backend", "", "label of the backend in report names (default: containerd-MAJOR.MINOR from --version)")
 	fs.StringVar(&o.containerd, "containerd", "containerd", "containerd binary (a containerd-shim-runc-v2 beside it is used for 2.x)")
-	fs.IntVar(&o.configVersion, "config-version", 0, "containerd config version: 2 (1.6, 1.7) or 3 (2.x); 0 detects it")
+	fs.IntVar(&o.configVersion, "config-version", 0, "containerd config version: 2 (1.6, 1.7), 3 (2.0-2.3) or 4 (2.4 and later); 0 detects it from containerd --version")
 	fs.StringVar(&o.shim, "shim", "bin/cri-nstarget", "cri-nstarget binary")
 	fs.StringVar(&o.suite, "suite", "", "the TARGET suite binary (go test -c ./conformance); empty skips it")
 	fs.StringVar(&o.suiteRun, "suite-run", "", "only the suite's cases matching this -test.run pattern (e.g. TestTarget/pid-reuse)")
