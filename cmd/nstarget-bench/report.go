@@ -157,6 +157,7 @@ type machine struct {
 	os         string
 	containerd string // the CRI Version answer, and whether private
 	shim       string // its --version and sha256, or how it was reached
+	stateDir   string // where the shims' state dir is, when the bench made it
 	splice     string
 }
 
@@ -172,8 +173,15 @@ func (m machine) String() string {
 	}
 	return "- machine: " + strings.Join(facts, ", ") + "\n" +
 		"- containerd: " + m.containerd + "\n" +
-		"- shim: " + m.shim + "\n" +
+		"- shim: " + m.shim + stateDirNote(m.stateDir) + "\n" +
 		"- splice (the floor): " + m.splice + "\n"
+}
+
+func stateDirNote(where string) string {
+	if where == "" {
+		return ""
+	}
+	return "; state dir on " + where
 }
 
 // commandLine is args as a shell would take them back.
