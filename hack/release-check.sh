@@ -13,7 +13,8 @@
 #     and depends on containerd; lintian reports no error on the .debs;
 #   - the amd64 .deb installs, reinstalls (a changed config kept), removes (the
 #     config kept) and purges (nothing left) with dpkg; the unit is neither
-#     enabled nor started by it; then the image-baker recipes of
+#     enabled nor started by it; the .rpm installs and erases with rpm (its
+#     scripts under sh; an empty rpm database); then the image-baker recipes of
 #     docs/operations.md (the Packer provisioner script, the kind Dockerfile's
 #     RUN steps on a slim image that drops /usr/share/doc) install, enable and
 #     purge cleanly. All of this runs in a private mount namespace on an
@@ -142,7 +143,10 @@ for arch in amd64 arm64; do
     diff <(printf '%s\n%s\n' "$want" "$rpm_own" | LC_ALL=C sort) \
     <(rpm -qp --qf '[%{FILEMODES:octal} %{FILENAMES}\n]' "$rpmf" 2>/dev/null | awk '$1 ~ /^100/ {printf "0%s %s\n", substr($1,4), $2}' | LC_ALL=C sort)
   check "$arch .rpm: the config is %config(noreplace)" bash -c \
-    "[ \"\$(rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' '$rpmf' 2>/dev/null | grep /etc/)\" = 'cn /etc/cri-nstarget/config.toml' ]"
+    "[ \"\$(rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' '$rpmf' 2>/dev/null | grep '^[a-z]* /etc/cri-nstarget/config.toml$')\" = 'cn /etc/cri-nstarget/config.toml' ]"
+  check "$arch .rpm: owns its directories (rpm -e removes them)" diff \
+    <(printf '%s\n' /etc/cri-nstarget /usr/share/doc/cri-nstarget /usr/share/doc/cri-nstarget/examples /usr/share/doc/cri-nstarget/examples/kubelet.service.d) \
+    <(rpm -qp --qf '[%{FILEMODES:octal} %{FILENAMES}\n]' "$rpmf" 2>/dev/null | awk '$1 ~ /^40/ {print $2}' | LC_ALL=C sort)
   check "$arch .rpm: arch $rpmarch, requires containerd, digests verify" bash -c \
     "[ \"\$(rpm -qp --qf '%{ARCH}' '$rpmf' 2>/dev/null)\" = $rpmarch ] && rpm -qpR '$rpmf' 2>/dev/null | grep -qx 'containerd' && rpm -K --nosignature '$rpmf' >/dev/null"
 done
@@ -187,6 +191,8 @@ host_state() { # what of cri-nstarget this machine has
 host_state >"$work/host-before"
 deb=$a/cri-nstarget_${debver}_amd64.deb
 cp "$deb" "$work/cri-nstarget.deb"
+cp "$a/cri-nstarget-0.0.0~ci.1-1.x86_64.rpm" "$work/cri-nstarget.rpm"
+printf '%s\n%s\n' "$want" "$rpm_own" | awk '{print $2}' | LC_ALL=C sort >"$work/expected-rpm"
 expected_deb=$(printf '%s\n%s\n' "$want" "$debian_own" | awk '{print $2}' | LC_ALL=C sort)
 
 # Runs inside the overlay, chrooted; prints "ok: ..." / "FAIL: ..." lines.
@@ -253,6 +259,23 @@ check "kind: dpkg -P purges it" bash -c 'dpkg -P cri-nstarget >/dev/null && [ -z
 # The drop-in is the recipe's, not the package's: dpkg leaves it.
 rm -f /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf /etc/dpkg/dpkg.cfg.d/release-check-slim
 rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null || true
+
+# The .rpm, with this machine's rpm (its database is empty: --nodeps, as
+# containerd is a Debian package here): installs its files, enables nothing;
+# rpm -e removes them, an unchanged config too, a changed one kept as .rpmsave.
+rpmi() { rpm "$@" --nodeps --force-debian 2>&1 | grep -v -e 'should not be used directly' -e 'assuming you know'; }
+rpmi -i /tmp/release-check/cri-nstarget.rpm
+check "rpm -i: rpm -ql lists make install PREFIX=/usr's files (and the copyright)" \
+  diff /tmp/release-check/expected-rpm <(rpm -ql cri-nstarget | while read -r f; do [ -f "$f" ] && echo "$f"; done | LC_ALL=C sort)
+check "rpm -i: the unit is not enabled, nothing started" bash -c '[ -z "$(find /etc/systemd/system -name cri-nstarget.service)" ] && [ ! -e /run/cri-nstarget ]'
+rpmi -e cri-nstarget
+check "rpm -e: everything gone, the unchanged config too" bash -c '! rpm -q cri-nstarget >/dev/null && ! test -e /etc/cri-nstarget && ! test -e /usr/bin/cri-nstarget'
+rpmi -i /tmp/release-check/cri-nstarget.rpm
+echo 'log_level = "debug"' >>/etc/cri-nstarget/config.toml
+rpmi -e cri-nstarget
+check "rpm -e: a changed config kept as config.toml.rpmsave, the rest gone" bash -c \
+  'grep -qx "log_level = \"debug\"" /etc/cri-nstarget/config.toml.rpmsave && ! test -e /usr/bin/cri-nstarget && ! test -e /usr/lib/systemd/system/cri-nstarget.service'
+rm -rf /etc/cri-nstarget
 EOF
 
 # The overlay: / read-only below, writes to a tmpfs; /proc, /dev, /sys of the
@@ -268,7 +291,7 @@ r=$work/ov/root
 mount --rbind /proc "$r/proc"; mount --rbind /dev "$r/dev"; mount --rbind /sys "$r/sys"
 mount -t tmpfs tmpfs "$r/run"; mount -t tmpfs tmpfs "$r/tmp"
 mkdir -p "$r/tmp/release-check"
-cp "$work/cri-nstarget.deb" "$work/install-cri-nstarget.sh" "$work/dockerfile-run.sh" "$work/in-overlay.sh" "$work/expected-deb" "$r/tmp/release-check/"
+cp "$work/cri-nstarget.deb" "$work/cri-nstarget.rpm" "$work/expected-rpm" "$work/install-cri-nstarget.sh" "$work/dockerfile-run.sh" "$work/in-overlay.sh" "$work/expected-deb" "$r/tmp/release-check/"
 COPY_DST=$2 chroot "$r" /bin/bash /tmp/release-check/in-overlay.sh
 # What the overlay holds of cri-nstarget after the purges: nothing but
 # dpkg's and the recipes' logs.
