@@ -1,9 +1,11 @@
 # cri-nstarget. On a fresh Debian machine, as root:
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set)
 #   make demo   the feature end to end, then a clean teardown
-#   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, integration and conformance
-#               (suite + critest parity) on containerd 1.6 (Debian's) and 2.4 (with runc 1.5.2);
-#               CONTAINERD2=0 leaves out 2.4
+#   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, release check
+#               (packages built twice, installed and purged in an overlay), integration and conformance
+#               (suite + critest parity) on containerd 1.6 (Debian's) and 2.4 (with runc 1.5.2; NRI, and
+#               the targeting tests again on the Update path); CONTAINERD2=0 leaves out 2.4
+#   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/
 #   make matrix the integration and conformance legs on containerd 2.1 as well (outside CI)
 
 GO       ?= go
