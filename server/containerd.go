@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -10,7 +11,9 @@ import (
 	"github.com/containerd/containerd/api/types/task"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
@@ -52,6 +55,46 @@ func (c containerdAPI) TaskPID(ctx context.Context, id string) (uint32, error) {
 	}
 	return resp.GetProcess().GetPid(), nil
 }
+
+// errNotCRIContainer: containerd has no CRI container (kind "container")
+// with that id: none at all, a pod sandbox's, or one made outside the CRI.
+var errNotCRIContainer = errors.New("no such CRI container")
+
+// CRIContainer returns the pod sandbox of the CRI container with the full id
+// id, read from containerd's own metadata (one read; the CRI's
+// ListContainers costs more). The sandbox is the one the CRI plugin wrote in
+// the container's spec (annotation io.kubernetes.cri.sandbox-id, containerd
+// 1.6 and 2.x alike).
+func (c containerdAPI) CRIContainer(ctx context.Context, id string) (string, error) {
+	resp, err := c.containers.Get(c.withNamespace(ctx), &containers.GetContainerRequest{ID: id})
+	if status.Code(err) == codes.NotFound {
+		return "", fmt.Errorf("containerd container %q: %w", id, errNotCRIContainer)
+	}
+	if err != nil {
+		return "", fmt.Errorf("containerd container %q: %w", id, err)
+	}
+	ctr := resp.GetContainer()
+	if ctr.GetLabels()[criKindLabel] != "container" {
+		return "", fmt.Errorf("containerd container %q is not a CRI container (kind %q): %w", id, ctr.GetLabels()[criKindLabel], errNotCRIContainer)
+	}
+	var spec struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(ctr.GetSpec().GetValue(), &spec); err != nil {
+		return "", fmt.Errorf("containerd container %q: decode spec: %w", id, err)
+	}
+	sandbox := spec.Annotations[criSandboxAnnotation]
+	if sandbox == "" {
+		return "", fmt.Errorf("containerd container %q has no %s annotation", id, criSandboxAnnotation)
+	}
+	return sandbox, nil
+}
+
+// What containerd's CRI plugin marks its objects with.
+const (
+	criKindLabel         = "io.cri-containerd.kind"
+	criSandboxAnnotation = "io.kubernetes.cri.sandbox-id"
+)
 
 // EditSpec rewrites the OCI spec containerd stores for container id, through
 // oci.Patch so that only what the options touch changes.

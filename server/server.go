@@ -88,6 +88,7 @@ func New(opts Options) *Server {
 	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
 		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, intentDir{dir: filepath.Join(opts.StateDir, "intents")},
 		opts.Strict, opts.Log, opts.Metrics)
+	s.target.lookup = api
 	if opts.TargetingVia != ViaUpdate {
 		s.target.useNRI(opts.NRISocket, opts.TargetingVia == ViaNRI)
 	}

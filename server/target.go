@@ -33,6 +33,11 @@ type (
 	taskLookup interface {
 		TaskPID(ctx context.Context, id string) (uint32, error)
 	}
+	// criContainers finds a CRI container by its full id in containerd's
+	// own metadata: its pod sandbox, or errNotCRIContainer.
+	criContainers interface {
+		CRIContainer(ctx context.Context, id string) (string, error)
+	}
 	specEditor interface {
 		EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error
 	}
@@ -65,8 +70,9 @@ type targeter struct {
 	openNS  func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error)
 	hasInit func(path string) (bool, error)
 	canJoin func(h *namespaces.Handle, userns string) (bool, error)
-	nri     *nriPlugin // nil: the Update path only
-	nriOnly bool       // refuse TARGET creates while NRI is not usable
+	nri     *nriPlugin    // nil: the Update path only
+	lookup  criContainers // nil: targets are resolved through the CRI only
+	nriOnly bool          // refuse TARGET creates while NRI is not usable
 	strict  bool
 	log     *logrus.Entry
 	metrics Metrics // nil: none
@@ -155,7 +161,10 @@ func (t *targeter) prepare(ctx context.Context, req *runtimeapi.CreateContainerR
 		pid, err := t.tasks.TaskPID(ctx, p.target)
 		early <- pidAnswer{pid, err}
 	}()
-	tc, err := t.resolveTarget(ctx, req, p.target)
+	tc, err := t.resolveFull(ctx, req, p.target)
+	if tc == nil && err == nil {
+		tc, err = t.resolveTarget(ctx, req, p.target)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +258,49 @@ func (t *targeter) resolveTarget(ctx context.Context, req *runtimeapi.CreateCont
 			name, sandbox, tc.GetId(), tc.GetPodSandboxId())
 	}
 	return tc, nil
+}
+
+// resolveFull resolves a target given by its full id through containerd's
+// own metadata, which costs one read where the CRI's ListContainers costs
+// more; whether it runs is then the task's to say (TaskPID). It returns nil
+// and no error when the CRI must resolve it: an id prefix, or containerd's
+// API failing.
+func (t *targeter) resolveFull(ctx context.Context, req *runtimeapi.CreateContainerRequest, id string) (*runtimeapi.Container, error) {
+	if t.lookup == nil || !isFullID(id) {
+		return nil, nil
+	}
+	name, sandbox := containerName(req), req.GetPodSandboxId()
+	targetPod, err := t.lookup.CRIContainer(ctx, id)
+	switch {
+	case errors.Is(err, errNotCRIContainer):
+		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, id)
+	case err != nil:
+		t.log.WithError(err).WithField("target", id).Debug("resolve the target through containerd's API; through its CRI instead")
+		return nil, nil
+	}
+	same, err := t.samePod(ctx, sandbox, targetPod)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: resolve pod sandbox %q: %w", name, sandbox, err)
+	}
+	if !same {
+		return nil, preconditionf("container %q in pod sandbox %q: target container %q belongs to pod sandbox %q; a container can only target a container of its own pod",
+			name, sandbox, id, targetPod)
+	}
+	// RUNNING as far as the CRI goes: the task's state decides (TaskPID)
+	return &runtimeapi.Container{Id: id, PodSandboxId: targetPod, State: runtimeapi.ContainerState_CONTAINER_RUNNING}, nil
+}
+
+// isFullID: 64 lowercase hex digits, the ids containerd's CRI gives.
+func isFullID(id string) bool {
+	if len(id) != 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // samePod tells whether the sandbox id a request gave (in full, or as a
