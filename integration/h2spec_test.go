@@ -62,6 +62,12 @@ var mustPassViaShim = []string{"http2/4.2/3", "hpack/6.3/1"}
 // each side is reached through a 127.0.0.1 bridge to its unix socket.
 func TestH2spec(t *testing.T) {
 	bin := os.Getenv(h2specEnv)
+	if bin == "off" {
+		// The shim's HTTP/2 server is the same whatever the backend; CI runs
+		// h2spec on the containerd 2.4 leg (on 1.6 it takes two minutes,
+		// most of them waiting out cases old grpc-go answers with silence).
+		t.Skipf("%s=off: h2spec runs on another leg (make integration-containerd2, make integration-matrix, make integration NSTARGET_H2SPEC=...)", h2specEnv)
+	}
 	if bin == "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s is not set under CI (make integration builds h2spec into bin/ and sets it)", h2specEnv)
