@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver, kubelet and kubectl of one Kubernetes release from
+# the Go module proxy into a cache dir and prints the directory holding them
+# (issue 15: a real kubelet in front of the shim). Idempotent: when the cached
+# kubectl reports the wanted version it only prints the directory.
+#
+#   hack/kubernetes.sh                         # -> /var/cache/cri-nstarget/kubernetes-v1.34.4/bin
+#   KUBERNETES_VERSION=v1.34.4 KUBERNETES_CACHE=/some/dir hack/kubernetes.sh
+#
+# k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces the k8s.io
+# staging modules with paths inside its tree. A scratch module requires it and
+# maps each of those staging modules to the release's v0.MINOR.PATCH.
+set -euo pipefail
+version=${KUBERNETES_VERSION:-v1.34.4}
+cache=${KUBERNETES_CACHE:-/var/cache/cri-nstarget}
+out="$cache/kubernetes-$version/bin"
+staging="v0.${version#v1.}"
+
+if [ -x "$out/kubectl" ] && [ -x "$out/kubelet" ] && [ -x "$out/kube-apiserver" ] &&
+  "$out/kubectl" version --client 2>/dev/null | grep -q "Client Version: $version$"; then
+  echo "$out"
+  exit 0
+fi
+command -v go >/dev/null || { echo "kubernetes: go not found" >&2; exit 1; }
+
+export GOFLAGS=-mod=mod GONOSUMDB=k8s.io,sigs.k8s.io CGO_ENABLED=0
+work=$(mktemp -d /tmp/kubernetes-build.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+go mod init scratch >/dev/null 2>&1
+gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+[ -f "$gomod" ] || { echo "kubernetes: k8s.io/kubernetes@$version not downloaded" >&2; exit 1; }
+go mod edit -require "k8s.io/kubernetes@$version"
+# every `k8s.io/X => ./staging/src/k8s.io/X` of kubernetes' go.mod
+for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9.-]*\) => ./staging/.*|\1|p' "$gomod"); do
+  go mod edit -replace "$m=$m@$staging"
+done
+echo "kubernetes: building kube-apiserver, kubelet, kubectl $version into $out (a few minutes the first time)" >&2
+ldflags="-s -w"
+for v in gitVersion="$version" gitMajor=1 gitMinor="$(echo "${version#v1.}" | cut -d. -f1)" gitTreeState=clean; do
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    ldflags="$ldflags -X $pkg.$v"
+  done
+done
+mkdir -p "$out.tmp"
+go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
+rm -rf "$out"
+mv "$out.tmp" "$out"
+"$out/kubectl" version --client >&2
+echo "$out"
