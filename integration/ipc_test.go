@@ -32,19 +32,7 @@ func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 	c := shimCRI(s)
 	p := runPod(t, c, ownMode)
 	shm := emptyDirMemory(t)
-	app, err := createCfg(t, c, p, &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
-		Command:  []string{"unshare", "-i", "sh", "-c", "ipcprobe make nstarget && exec sleep 3605"},
-		Mounts:   []*runtimeapi.Mount{{ContainerPath: "/dev/shm", HostPath: shm}},
-		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-			NamespaceOptions: pidOwn,
-			Capabilities:     &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}},
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustStart(t, c, app)
+	app := runOwnIPC(t, c, p, pidOwn, shm, "ipcprobe make nstarget && exec sleep 3605")
 	eventually(t, "the app to make its IPC objects", func() bool {
 		_, err := os.Stat(filepath.Join(shm, "nstarget"))
 		return err == nil
@@ -96,6 +84,30 @@ func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 	if m := mountsUnder(t, s.StateDir()); len(m) > 0 {
 		t.Errorf("pins left after the debug container was removed: %v", m)
 	}
+}
+
+// runOwnIPC runs "app", which moves into an IPC namespace of its own
+// (unshare -i, which needs CAP_SYS_ADMIN) and runs script there; shm, if
+// set, is a host directory mounted at its /dev/shm.
+func runOwnIPC(t *testing.T, c cri, p pod, ns *runtimeapi.NamespaceOption, shm, script string) string {
+	t.Helper()
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Command:  []string{"unshare", "-i", "sh", "-c", script},
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: ns,
+			Capabilities:     &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}},
+		}},
+	}
+	if shm != "" {
+		cfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/dev/shm", HostPath: shm}}
+	}
+	app, err := createCfg(t, c, p, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustStart(t, c, app)
+	return app
 }
 
 // emptyDirMemory is a tmpfs on the host, as kubelet makes for an emptyDir

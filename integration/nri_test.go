@@ -5,6 +5,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,12 +207,7 @@ func TestNRIPinFailure(t *testing.T) {
 			before := containerIDs(t)
 			dbg, err := createIn(t, c, p, "debug", targetOf(app))
 			if strict {
-				if code := status.Code(err); code != codes.FailedPrecondition || !strings.Contains(err.Error(), "pin") {
-					t.Fatalf("strict create with no pin possible: %v, want FailedPrecondition about the pin", err)
-				}
-				if after := containerIDs(t); len(after) != len(before) {
-					t.Errorf("containerd holds %d containers, had %d: the refused create left one", len(after), len(before))
-				}
+				refusedLeavingNothing(t, err, before, "pin")
 				return
 			}
 			if err != nil {
@@ -264,12 +260,7 @@ func TestNRIAnotherPluginSetsTheNamespace(t *testing.T) {
 					Linux:       &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: targetOf(app)}},
 				})
 				if strict {
-					if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "another NRI plugin") {
-						t.Fatalf("strict create = %v, want FailedPrecondition naming the other plugin", err)
-					}
-					if after := containerIDs(t); len(after) != len(before) {
-						t.Errorf("containerd holds %d containers, had %d", len(after), len(before))
-					}
+					refusedLeavingNothing(t, err, before, "another NRI plugin")
 					return
 				}
 				if err != nil {
@@ -437,5 +428,18 @@ func TestNRIReconnectsAfterContainerdRestart(t *testing.T) {
 	dbg := run(t, c, p, "debug", targetOf(app))
 	if r := record(t, info(t, dbg)); r.Via != "nri" || r.Namespaces["pid"].Result != oci.Targeted {
 		t.Errorf("after containerd's restart: record %+v, want targeted via nri", r)
+	}
+}
+
+// refusedLeavingNothing checks a strict shim's refusal of a create:
+// FailedPrecondition saying why (want), and containerd holding exactly the
+// containers it held before.
+func refusedLeavingNothing(t *testing.T, err error, before map[string]bool, want string) {
+	t.Helper()
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) {
+		t.Fatalf("strict create = %v, want FailedPrecondition about %q", err, want)
+	}
+	if after := containerIDs(t); !maps.Equal(after, before) {
+		t.Errorf("containerd holds %v, held %v: the refused create left something", after, before)
 	}
 }

@@ -62,18 +62,7 @@ func TestIPCTarget(t *testing.T) {
 	s := startShim(t)
 	c := shimCRI(s)
 	p := runPod(t, c, ownMode)
-	app, err := createCfg(t, c, p, &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
-		Command:  []string{"unshare", "-i", "sleep", "3602"},
-		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-			NamespaceOptions: pidOwn,
-			Capabilities:     &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}},
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustStart(t, c, app)
+	app := runOwnIPC(t, c, p, pidOwn, "", "exec sleep 3602")
 	podIPC := nsOfPid(t, sandboxPid(t, p.id), "ipc")
 	var appIPC string
 	eventually(t, "the app to enter its own ipc namespace", func() bool {

@@ -55,19 +55,8 @@ func TestUserNamespacedPodTarget(t *testing.T) {
 	requireUserns(t, c)
 	p := runPodWith(t, c, &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: ownMode, UsernsOptions: podUserns})
 	shm := emptyDirMemory(t)
-	app, err := createCfg(t, c, p, &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
-		Command:  []string{"unshare", "-i", "sh", "-c", "ipcprobe make nstarget-userns && exec sleep 3606"},
-		Mounts:   []*runtimeapi.Mount{{ContainerPath: "/dev/shm", HostPath: shm}},
-		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: ownMode, UsernsOptions: podUserns},
-			Capabilities:     &runtimeapi.Capability{AddCapabilities: []string{"SYS_ADMIN"}},
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustStart(t, c, app)
+	app := runOwnIPC(t, c, p, &runtimeapi.NamespaceOption{Pid: ownMode, UsernsOptions: podUserns}, shm,
+		"ipcprobe make nstarget-userns && exec sleep 3606")
 	eventually(t, "the app to make its IPC objects", func() bool {
 		_, err := os.Stat(filepath.Join(shm, "nstarget-userns"))
 		return err == nil

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,23 +72,8 @@ func TestPinShmOutlivesProcess(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "seg"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		"mount --bind "+src+" /dev/shm && touch /tmp/.nstarget-ready-$$ && exec sleep 600")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("unshare unavailable: %v", err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	pid := cmd.Process.Pid
-	ready := "/tmp/.nstarget-ready-" + strconv.Itoa(pid)
-	defer os.Remove(ready)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("child did not mount its /dev/shm")
-		}
-	}
+	pid, stop := withOwnShm(t, "mount --bind "+src+" /dev/shm")
+	defer stop()
 	hs, err := Open(pid, []Kind{IPC, Shm}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +87,7 @@ func TestPinShmOutlivesProcess(t *testing.T) {
 	}
 	t.Cleanup(func() { Unpin(pin) })
 	closeAll(hs)
-	cmd.Process.Kill()
-	cmd.Wait()
+	stop()
 	if b, err := os.ReadFile(filepath.Join(pin, "seg")); err != nil || string(b) != "x" {
 		t.Fatalf("pin does not show the process's /dev/shm: %q %v", b, err)
 	}
@@ -124,23 +109,8 @@ func TestPinShmUnreachable(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a mount namespace")
 	}
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		"mount -t tmpfs own /dev/shm && touch /tmp/.nstarget-ready-$$ && exec sleep 600")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("unshare unavailable: %v", err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	pid := cmd.Process.Pid
-	ready := "/tmp/.nstarget-ready-" + strconv.Itoa(pid)
-	defer os.Remove(ready)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("child did not mount its /dev/shm")
-		}
-	}
+	pid, stop := withOwnShm(t, "mount -t tmpfs own /dev/shm")
+	defer stop()
 	hs, err := Open(pid, []Kind{Shm}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -153,5 +123,36 @@ func TestPinShmUnreachable(t *testing.T) {
 	}
 	if _, err := os.Stat(pin); !os.IsNotExist(err) {
 		t.Errorf("pin dir left: %v", err)
+	}
+}
+
+// withOwnShm starts a process in a mount namespace of its own whose
+// /dev/shm is what mount makes it, and returns its pid once mounted; stop
+// kills it (more than once is fine).
+func withOwnShm(t *testing.T, mount string) (pid int, stop func()) {
+	t.Helper()
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		mount+" && touch /tmp/.nstarget-ready-$$ && exec sleep 600")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("unshare unavailable: %v", err)
+	}
+	pid = cmd.Process.Pid
+	ready := "/tmp/.nstarget-ready-" + strconv.Itoa(pid)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			os.Remove(ready)
+		})
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			return pid, stop
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatal("child did not mount its /dev/shm")
+		}
 	}
 }

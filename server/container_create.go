@@ -113,47 +113,39 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		case refusal != nil:
 			// adjust refused (strict): containerd made nothing
 			return nil, refusal
-		case answered && isNamespaceRefusal(err):
-			// The runtime refuses namespace adjustments (NRI's validator,
-			// by configuration): this create again through the Update path,
-			// and every other until NRI reconnects.
-			t.nri.refuse(err)
-			t.log.WithError(err).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
+		case answered && (isNamespaceRefusal(err) || isNamespaceConflict(err)):
+			// containerd failed the create for our adjustment: nothing was
+			// made, the pins go, and the create goes again.
 			if o.held {
 				t.releasePins(o.heldFor)
 				o.held = false
 			}
-			delete(req.Config.Annotations, annotationRequest)
-			if b, err = proto.Marshal(req); err != nil {
-				return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
-			}
-			out, err = fwd(ctx, b)
-		case answered && isNamespaceConflict(err):
-			// Another NRI plugin sets a namespace this create targets: NRI
-			// fails a create that two plugins adjust alike. That plugin
-			// wins: the targeted namespaces fall back (strict: refused),
-			// and the create goes again, with only the record from us.
-			if o.held {
-				t.releasePins(o.heldFor)
-				o.held = false
-			}
-			for kind, r := range o.rec.Namespaces {
-				if r.Result == oci.Targeted {
-					o.fallBack(kind, "create", reasonNRIConflict, codes.FailedPrecondition,
-						fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", err))
+			recordOnly := false
+			if isNamespaceRefusal(err) {
+				// The runtime refuses namespace adjustments (NRI's
+				// validator, by configuration): this create again through
+				// the Update path, and every other until NRI reconnects.
+				t.nri.refuse(err)
+				t.log.WithError(err).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
+			} else {
+				// Another NRI plugin sets a namespace this create targets,
+				// and NRI fails a create two plugins adjust alike. That
+				// plugin wins: the targeted namespaces fall back (strict:
+				// refused), and our answer is the record alone.
+				for kind, r := range o.rec.Namespaces {
+					if r.Result == oci.Targeted {
+						o.fallBack(kind, "create", reasonNRIConflict, codes.FailedPrecondition,
+							fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", err))
+					}
 				}
-			}
-			if serr := t.strictErr(o); serr != nil {
-				return nil, serr
-			}
-			out, viaNRI, err = t.createRecordOnly(ctx, lctx, req, o, fwd)
-			if err == nil && viaNRI {
-				id := new(runtimeapi.CreateContainerResponse)
-				if proto.Unmarshal(out, id) == nil && id.GetContainerId() != "" {
-					in.Container = id.GetContainerId()
-					t.report(in.Container, o)
-					return out, nil
+				if serr := t.strictErr(o); serr != nil {
+					return nil, serr
 				}
+				recordOnly = true
+			}
+			out, viaNRI, err = t.forwardAgain(ctx, lctx, req, o, fwd, recordOnly)
+			if !recordOnly {
+				token = "" // forwarded without one: the Update path is the plan
 			}
 		}
 	}
@@ -202,27 +194,31 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	return out, nil
 }
 
-// createRecordOnly forwards req again after an NRI conflict: containerd's
-// NRI event for the container is answered with the record alone (every
-// namespace o targeted fell back). It reports whether that answer was
-// applied; if not, the Update path writes the record.
-func (t *targeter) createRecordOnly(ctx, lctx context.Context, req *runtimeapi.CreateContainerRequest, o *outcome, fwd forwardFunc) ([]byte, bool, error) {
-	token := newToken()
-	call := &nriCall{sandbox: o.sandbox, name: o.name, adjust: func(*nriapi.Container) (*nriapi.ContainerAdjustment, error) {
-		o.rec.Via = ViaNRI
-		rec, err := o.rec.Encode()
-		if err != nil {
-			return nil, err
+// forwardAgain forwards req again after containerd failed it for an NRI
+// adjustment, without the token, or (recordOnly) with a new one whose event
+// is answered with the record alone (every namespace o targeted fell back).
+// It reports whether that answer was applied; if not, the Update path writes
+// what is left to write.
+func (t *targeter) forwardAgain(ctx, lctx context.Context, req *runtimeapi.CreateContainerRequest, o *outcome, fwd forwardFunc, recordOnly bool) ([]byte, bool, error) {
+	delete(req.Config.Annotations, annotationRequest)
+	token := ""
+	if recordOnly {
+		token = newToken()
+		call := &nriCall{sandbox: o.sandbox, name: o.name, adjust: func(*nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+			o.rec.Via = ViaNRI
+			rec, err := o.rec.Encode()
+			if err != nil {
+				return nil, err
+			}
+			adj := &nriapi.ContainerAdjustment{}
+			adj.AddAnnotation(oci.AnnotationTargeting, rec)
+			return adj, nil
+		}}
+		if t.nri.expect(token, call) {
+			req.Config.Annotations[annotationRequest] = token
+		} else {
+			token = ""
 		}
-		adj := &nriapi.ContainerAdjustment{}
-		adj.AddAnnotation(oci.AnnotationTargeting, rec)
-		return adj, nil
-	}}
-	if t.nri.expect(token, call) {
-		req.Config.Annotations[annotationRequest] = token
-	} else {
-		delete(req.Config.Annotations, annotationRequest)
-		token = ""
 	}
 	b, err := proto.Marshal(req)
 	if err != nil {

@@ -161,10 +161,7 @@ func (t *targeter) prepare(ctx context.Context, req *runtimeapi.CreateContainerR
 		pid, err := t.tasks.TaskPID(ctx, p.target)
 		early <- pidAnswer{pid, err}
 	}()
-	tc, err := t.resolveFull(ctx, req, p.target)
-	if tc == nil && err == nil {
-		tc, err = t.resolveTarget(ctx, req, p.target)
-	}
+	tc, err := t.resolveTarget(ctx, req, p.target)
 	if err != nil {
 		return nil, err
 	}
@@ -234,21 +231,17 @@ func (o *outcome) unconfirmed(err error) {
 	o.handles, o.shm = nil, nil
 }
 
-// resolveTarget finds the target through the backend's CRI, which also
-// resolves an unambiguous id prefix to the full id.
+// resolveTarget finds the target, also resolving an unambiguous id prefix
+// to the full id, and checks that it is in the request's pod.
 func (t *targeter) resolveTarget(ctx context.Context, req *runtimeapi.CreateContainerRequest, id string) (*runtimeapi.Container, error) {
 	name, sandbox := containerName(req), req.GetPodSandboxId()
-	resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
+	tc, err := t.findTarget(ctx, name, id)
 	if err != nil {
-		return nil, fmt.Errorf("container %q: resolve target %q: %w", name, id, err)
+		return nil, err
 	}
-	switch cs := resp.GetContainers(); {
-	case len(cs) == 0:
+	if tc == nil {
 		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, id)
-	case len(cs) > 1:
-		return nil, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
 	}
-	tc := resp.GetContainers()[0]
 	same, err := t.samePod(ctx, sandbox, tc.GetPodSandboxId())
 	if err != nil {
 		return nil, fmt.Errorf("container %q: resolve pod sandbox %q: %w", name, sandbox, err)
@@ -260,34 +253,34 @@ func (t *targeter) resolveTarget(ctx context.Context, req *runtimeapi.CreateCont
 	return tc, nil
 }
 
-// resolveFull resolves a target given by its full id through containerd's
-// own metadata, which costs one read where the CRI's ListContainers costs
-// more; whether it runs is then the task's to say (TaskPID). It returns nil
-// and no error when the CRI must resolve it: an id prefix, or containerd's
-// API failing.
-func (t *targeter) resolveFull(ctx context.Context, req *runtimeapi.CreateContainerRequest, id string) (*runtimeapi.Container, error) {
-	if t.lookup == nil || !isFullID(id) {
-		return nil, nil
-	}
-	name, sandbox := containerName(req), req.GetPodSandboxId()
-	targetPod, err := t.lookup.CRIContainer(ctx, id)
-	switch {
-	case errors.Is(err, errNotCRIContainer):
-		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, id)
-	case err != nil:
+// findTarget looks the target up (nil: there is none). A full id is looked
+// up in containerd's own metadata, one read where the CRI's ListContainers
+// costs more; whether it runs is then the task's to say (TaskPID). An id
+// prefix, or containerd's API failing, goes through the backend's CRI.
+func (t *targeter) findTarget(ctx context.Context, name, id string) (*runtimeapi.Container, error) {
+	if t.lookup != nil && isFullID(id) {
+		pod, err := t.lookup.CRIContainer(ctx, id)
+		switch {
+		case errors.Is(err, errNotCRIContainer):
+			return nil, nil
+		case err == nil:
+			// RUNNING as far as the CRI goes: the task's state decides
+			return &runtimeapi.Container{Id: id, PodSandboxId: pod, State: runtimeapi.ContainerState_CONTAINER_RUNNING}, nil
+		}
 		t.log.WithError(err).WithField("target", id).Debug("resolve the target through containerd's API; through its CRI instead")
-		return nil, nil
 	}
-	same, err := t.samePod(ctx, sandbox, targetPod)
+	resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
 	if err != nil {
-		return nil, fmt.Errorf("container %q: resolve pod sandbox %q: %w", name, sandbox, err)
+		return nil, fmt.Errorf("container %q: resolve target %q: %w", name, id, err)
 	}
-	if !same {
-		return nil, preconditionf("container %q in pod sandbox %q: target container %q belongs to pod sandbox %q; a container can only target a container of its own pod",
-			name, sandbox, id, targetPod)
+	switch cs := resp.GetContainers(); len(cs) {
+	case 0:
+		return nil, nil
+	case 1:
+		return cs[0], nil
+	default:
+		return nil, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
 	}
-	// RUNNING as far as the CRI goes: the task's state decides (TaskPID)
-	return &runtimeapi.Container{Id: id, PodSandboxId: targetPod, State: runtimeapi.ContainerState_CONTAINER_RUNNING}, nil
 }
 
 // isFullID: 64 lowercase hex digits, the ids containerd's CRI gives.
