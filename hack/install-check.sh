@@ -18,13 +18,8 @@ cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 work=$(mktemp -d /tmp/nst-install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok:   $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if out=$("$@" 2>&1); then ok "$what"; else fail "$what"; [ -z "$out" ] || sed 's/^/      /' <<<"$out"; fi
-}
+# shellcheck source=hack/check-lib.sh
+. hack/check-lib.sh
 quiet_make() { "$MAKE" --no-print-directory -s "$@" >"$work/make.log" 2>&1 || { cat "$work/make.log"; return 1; }; }
 
 # --- install, default PREFIX (/usr/local) ---------------------------------

@@ -31,13 +31,8 @@ version=v0.0.0-ci.1 # a prerelease: whatever this tree is, it is no release
 debver=0.0.0~ci.1-1
 work=$(mktemp -d /tmp/nst-release-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok:   $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if out=$("$@" 2>&1); then ok "$what"; else fail "$what"; [ -z "$out" ] || sed 's/^/      /' <<<"$out" | head -40; fi
-}
+# shellcheck source=hack/check-lib.sh
+. hack/check-lib.sh
 for tool in dpkg-deb lintian rpm file unshare; do
   command -v $tool >/dev/null || { echo "release-check: $tool is missing (make deps installs it)"; exit 1; }
 done
