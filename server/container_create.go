@@ -36,6 +36,11 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		return nil, err
 	}
 	defer o.close()
+	defer func() {
+		if o.pinning != "" {
+			t.pinning.done(o.pinning)
+		}
+	}()
 	if err := t.strictErr(o); err != nil {
 		return nil, err
 	}

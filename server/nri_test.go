@@ -265,3 +265,30 @@ func TestCreateNRIEventMissed(t *testing.T) {
 		t.Errorf("record %+v, pid path %q: want targeted through the Update path", rec, r.nsPath(id, specs.PIDNamespace))
 	}
 }
+
+// Pins made in the NRI event belong to a container the backend does not
+// list until its create returns: a stale-pin sweep meanwhile (another pod's
+// RemovePodSandbox, say) must leave them.
+func TestCreateViaNRIPinsSurviveASweep(t *testing.T) {
+	r, _, _ := nriRig(t, false)
+	event := r.backend.nri
+	var sweepErr error
+	r.backend.nri = func(id string, req *runtimeapi.CreateContainerRequest) error {
+		if err := event(id, req); err != nil {
+			return err
+		}
+		sweepErr = r.server.target.releaseStale(context.Background())
+		return nil
+	}
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil || sweepErr != nil {
+		t.Fatalf("create: %v; sweep: %v", err, sweepErr)
+	}
+	if !r.pinned(id) {
+		t.Error("the sweep released the pins of a create in flight")
+	}
+	if r.server.target.pinning.has(id) {
+		t.Error("still marked in flight after the create returned")
+	}
+}

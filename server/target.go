@@ -83,6 +83,10 @@ type targeter struct {
 	stop        context.CancelFunc
 	reconcileMu sync.Mutex // one reconcile at a time; before flights.mu
 	flights     flights
+	// pinning holds the containers pinned in an NRI event whose create is
+	// still in flight: containerd does not list them yet, and releaseStale
+	// must leave their pins alone.
+	pinning flights
 }
 
 // outcome is what targeting decided for one CreateContainer.
@@ -101,6 +105,7 @@ type outcome struct {
 	// held: the pins are made for container heldFor (by an NRI answer).
 	held    bool
 	heldFor string
+	pinning string // the container pinned in an NRI event, while its create is in flight
 }
 
 // failure is one fallback, with the code strict mode answers it with.
@@ -417,6 +422,8 @@ func (t *targeter) adjust(c *nriapi.Container, o *outcome, confirm func() error)
 		}
 	}
 	if len(o.handles) > 0 {
+		t.pinning.add(id) // until createContainer returns (o.pinning)
+		o.pinning = id
 		err := t.setPinPaths(id, o)
 		if err == nil {
 			err = t.pins.Hold(id, o.handles)
@@ -733,6 +740,13 @@ func (t *targeter) releaseStale(ctx context.Context) error {
 	if err != nil || len(ids) == 0 {
 		return err
 	}
+	// Pinned in an NRI event, not listed by the backend until its create
+	// returns. Taken before the list: a pin of a create not in flight now is
+	// of a container the list below has, or had.
+	inFlight := map[string]bool{}
+	for _, id := range ids {
+		inFlight[id] = t.pinning.has(id)
+	}
 	resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil {
 		return fmt.Errorf("release stale pins: list backend containers: %w", err)
@@ -743,7 +757,7 @@ func (t *targeter) releaseStale(ctx context.Context) error {
 	}
 	var errs []error
 	for _, id := range ids {
-		if live[id] {
+		if live[id] || inFlight[id] {
 			continue
 		}
 		if err := t.pins.Release(id); err != nil {
