@@ -4,14 +4,15 @@
 # (issue 15: a real kubelet in front of the shim). Idempotent: when the cached
 # kubectl reports the wanted version it only prints the directory.
 #
-#   hack/kubernetes.sh                         # -> /var/cache/cri-nstarget/kubernetes-v1.34.4/bin
+#   KUBERNETES_VERSION=v1.34.4 hack/kubernetes.sh   # -> /var/cache/cri-nstarget/kubernetes-v1.34.4/bin
 #   KUBERNETES_VERSION=v1.34.4 KUBERNETES_CACHE=/some/dir hack/kubernetes.sh
+# The version is named once, in the Makefile (KUBERNETES_VERSION).
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces the k8s.io
 # staging modules with paths inside its tree. A scratch module requires it and
 # maps each of those staging modules to the release's v0.MINOR.PATCH.
 set -euo pipefail
-version=${KUBERNETES_VERSION:-v1.34.4}
+version=${KUBERNETES_VERSION:?set KUBERNETES_VERSION (the Makefile names it: make e2e-tools)}
 cache=${KUBERNETES_CACHE:-/var/cache/cri-nstarget}
 out="$cache/kubernetes-$version/bin"
 staging="v0.${version#v1.}"
