@@ -32,9 +32,13 @@ type Record struct {
 type NamespaceRecord struct {
 	Result string `json:"result"`
 	Stage  string `json:"stage"`            // "create" or "start": when the outcome was decided
-	Reason string `json:"reason,omitempty"` // why a fallback happened
-	Path   string `json:"path,omitempty"`   // the pin the spec points at
-	Inode  uint64 `json:"inode,omitempty"`  // the target namespace's inode
+	Reason string `json:"reason,omitempty"` // why a fallback happened, in words
+	// ReasonKind is the reason as one of a small fixed set (e.g.
+	// "target_not_running"), the reason_kind of the shim's log and metric
+	// (docs/operations.md lists them).
+	ReasonKind string `json:"reasonKind,omitempty"`
+	Path       string `json:"path,omitempty"`  // the pin the spec points at
+	Inode      uint64 `json:"inode,omitempty"` // the target namespace's inode
 	// PodPath is the namespace path the backend chose for the pod's shared
 	// namespace: what a fallback after create restores.
 	PodPath string `json:"podPath,omitempty"`

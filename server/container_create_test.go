@@ -161,12 +161,16 @@ func TestCreateFallbacks(t *testing.T) {
 		ns         *runtimeapi.NamespaceOption
 		strictCode codes.Code
 		reason     string
+		kind       reasonKind
 	}{
-		{"target exited", runtimeapi.ContainerState_CONTAINER_EXITED, nil, pidTarget("app1"), codes.FailedPrecondition, "CONTAINER_EXITED"},
-		{"target created, not started", runtimeapi.ContainerState_CONTAINER_CREATED, nil, pidTarget("app1"), codes.FailedPrecondition, "not running"},
-		{"containerd unreachable", runtimeapi.ContainerState_CONTAINER_RUNNING, errContainerdDown, pidTarget("app1"), codes.Unavailable, "code = Unavailable"},
-		{"no task", runtimeapi.ContainerState_CONTAINER_RUNNING, errTaskNotRunning, pidTarget("app1"), codes.FailedPrecondition, "task not running"},
-		{"unknown mode", runtimeapi.ContainerState_CONTAINER_RUNNING, nil, &runtimeapi.NamespaceOption{Pid: 9}, codes.InvalidArgument, "unknown NamespaceMode 9"},
+		{"target exited", runtimeapi.ContainerState_CONTAINER_EXITED, nil, pidTarget("app1"), codes.FailedPrecondition, "CONTAINER_EXITED", reasonTargetNotRunning},
+		{"target created, not started", runtimeapi.ContainerState_CONTAINER_CREATED, nil, pidTarget("app1"), codes.FailedPrecondition, "not running", reasonTargetNotRunning},
+		{"containerd unreachable", runtimeapi.ContainerState_CONTAINER_RUNNING, errContainerdDown, pidTarget("app1"), codes.Unavailable, "code = Unavailable", reasonContainerdUnavailable},
+		{"no task", runtimeapi.ContainerState_CONTAINER_RUNNING, errTaskNotRunning, pidTarget("app1"), codes.FailedPrecondition, "target is not running", reasonTargetNotRunning},
+		// containerd's metadata has the target (its state unknown there),
+		// its task is gone: the target exited.
+		{"task not found", runtimeapi.ContainerState_CONTAINER_RUNNING, status.Error(codes.NotFound, "task app1 not found"), pidTarget("app1"), codes.FailedPrecondition, "target is not running", reasonTargetNotRunning},
+		{"unknown mode", runtimeapi.ContainerState_CONTAINER_RUNNING, nil, &runtimeapi.NamespaceOption{Pid: 9}, codes.InvalidArgument, "unknown NamespaceMode 9", reasonUnknownMode},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			r := newRig(t, false)
@@ -183,8 +187,8 @@ func TestCreateFallbacks(t *testing.T) {
 				t.Errorf("pid path = %q, want the pod's", p)
 			}
 			fb := r.record(t, id).Namespaces["pid"]
-			if fb.Result != oci.Fallback || !strings.Contains(fb.Reason, tc.reason) {
-				t.Errorf("record = %+v, want fallback mentioning %q", fb, tc.reason)
+			if fb.Result != oci.Fallback || !strings.Contains(fb.Reason, tc.reason) || fb.ReasonKind != string(tc.kind) {
+				t.Errorf("record = %+v, want fallback mentioning %q, kind %s", fb, tc.reason, tc.kind)
 			}
 			if len(r.pins.held) != 0 {
 				t.Errorf("pins held after fallback: %v", r.pins.held)

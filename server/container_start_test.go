@@ -51,7 +51,7 @@ func TestStartAfterTargetDied(t *testing.T) {
 		t.Errorf("pid path = %q, want the pod's restored", p)
 	}
 	fb := r.record(t, id).Namespaces["pid"]
-	if fb.Result != oci.Fallback || fb.Stage != "start" || !strings.Contains(fb.Reason, "no init") {
+	if fb.Result != oci.Fallback || fb.Stage != "start" || !strings.Contains(fb.Reason, "no init") || fb.ReasonKind != string(reasonNamespaceGone) {
 		t.Errorf("record = %+v", fb)
 	}
 	if len(r.backend.started) != 1 {

@@ -117,7 +117,7 @@ type failure struct {
 }
 
 func (o *outcome) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
-	o.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason}
+	o.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason, ReasonKind: string(why)}
 	o.fails = append(o.fails, failure{kind: kind, code: code, reason: reason, why: why})
 }
 
@@ -186,7 +186,13 @@ func (t *targeter) prepare(ctx context.Context, req *runtimeapi.CreateContainerR
 	}
 	pid, err := a.pid, a.err
 	if err != nil {
-		return fail(whyNoPID(err), codeOf(err), fmt.Sprintf("find the target's process: %v", err))
+		why := whyNoPID(err)
+		if why == reasonTargetNotRunning {
+			// containerd's metadata knows the container, but it has no
+			// running task: it exited (or never started).
+			return fail(why, codes.FailedPrecondition, fmt.Sprintf("target is not running: containerd has no running task for it (%v)", err))
+		}
+		return fail(why, codeOf(err), fmt.Sprintf("find the target's process: %v", err))
 	}
 	// No verify here: the pid is confirmed (confirmPID) while the backend
 	// creates the container, still after the namespaces were opened.
@@ -711,7 +717,7 @@ func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
 			return nil, fmt.Errorf("no pod PID namespace recorded to fall back to")
 		}
 		target = rec.Target
-		r.Result, r.Stage, r.Reason = oci.Fallback, "start", reason
+		r.Result, r.Stage, r.Reason, r.ReasonKind = oci.Fallback, "start", reason, string(why)
 		rec.Namespaces[string(namespaces.PID)] = r
 		return []oci.Opt{oci.WithNamespacePath(specs.PIDNamespace, r.PodPath), oci.WithRecord(rec)}, nil
 	})
