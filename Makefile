@@ -4,7 +4,8 @@
 #   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, release check
 #               (packages built twice, installed and purged in an overlay), integration and conformance
 #               (suite + critest parity) on containerd 1.6 (Debian's) and 2.4 (with runc 1.5.2; NRI, and
-#               the targeting tests again on the Update path); CONTAINERD2=0 leaves out 2.4
+#               the targeting tests again on the Update path), and end to end with a real kubelet
+#               (make e2e); CONTAINERD2=0 leaves out 2.4
 #   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/
 #   make matrix the integration and conformance legs on containerd 2.1 as well (outside CI)
 
@@ -40,6 +41,7 @@ deps:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	$(GO) vet -tags e2e ./e2e/
 
 # Static checks: gofmt leaves nothing to change, go vet (above), and
 # staticcheck at a pinned version (run from the module proxy, never in go.mod).
@@ -49,6 +51,7 @@ lint: vet
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags integration ./...
+	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
 	$(GO) run $(STATICCHECK) -tags failpoints ./server/ ./cmd/...
 
 unit:
@@ -110,11 +113,33 @@ integration-matrix: deps build h2spec-tool
 	NSTARGET_CONTAINERD="$(MATRIX_CONTAINERD_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
 		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
+# End to end with a real kubelet (e2e/, internal/cluster): a private
+# containerd, the shim in front of it, and on 127.0.0.1 etcd (Debian's
+# etcd-server, unpacked into the cache by hack/etcd.sh, never installed),
+# kube-apiserver and a kubelet whose runtime is the shim; kubectl debug
+# --target and the rest of e2e/debug_test.go, then a teardown that must
+# leave the machine as found. Kubernetes is built once from the module proxy
+# (hack/kubernetes.sh, ~5 min) into /var/cache/cri-nstarget.
+#   make e2e               on containerd 1.6 (Debian's) and on 2.4 (runc 1.5.2; CONTAINERD2=0 leaves it out)
+KUBERNETES_VERSION ?= v1.34.4
+KUBE_ENV = NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_VERSION) ./hack/kubernetes.sh)" \
+	NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" NSTARGET_SHIM_BINARY=$(CURDIR)/$(BIN)
+.PHONY: e2e e2e-containerd16 e2e-containerd2 e2e-tools
+e2e: e2e-containerd16 $(if $(filter 0,$(CONTAINERD2)),,e2e-containerd2)
+e2e-tools: deps build
+	KUBERNETES_VERSION=$(KUBERNETES_VERSION) ./hack/kubernetes.sh >/dev/null
+	./hack/etcd.sh >/dev/null
+e2e-containerd16: e2e-tools
+	$(KUBE_ENV) NSTARGET_E2E_LOGS=$(CURDIR)/bin/e2e/containerd16 $(LEG) $(GO) test -tags e2e -count=1 -v -timeout 15m ./e2e/
+e2e-containerd2: e2e-tools
+	$(KUBE_ENV) NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_REQUIRE_USERNS=1 NSTARGET_E2E_LOGS=$(CURDIR)/bin/e2e/containerd2 \
+		$(LEG) $(GO) test -tags e2e -count=1 -v -timeout 15m ./e2e/
+
 # Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all).
 LEG = ./hack/leg.sh $@
 CONTAINERD2 ?= 1
-test: deps lint unit race fuzz install-check release-check integration conformance-ci \
-	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2)
+test: deps lint unit race fuzz install-check release-check integration conformance-ci e2e-containerd16 \
+	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2 e2e-containerd2)
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)

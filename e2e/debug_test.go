@@ -1,0 +1,197 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// checkTargeted asserts that the debug container ran in the app's PID
+// namespace and saw its processes (from what it printed), and that the shim
+// did it: containerd received POD, and the spec points at the shim's pin.
+func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
+	t.Helper()
+	if ns := firstLine(out); ns != appNS {
+		t.Errorf("%s's PID namespace is %q, app's %q", dbg.Name, ns, appNS)
+	}
+	if !strings.Contains(out, "sleep "+appSleep) {
+		t.Errorf("%s does not see app's process (sleep %s):\n%s", dbg.Name, appSleep, out)
+	}
+	ci := info(t, dbg.id())
+	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
+		t.Errorf("containerd received pid mode %v for %s, want POD: the shim must do the targeting", got, dbg.Name)
+	}
+	var path string
+	for _, ns := range ci.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "pid" {
+			path = ns.Path
+		}
+	}
+	if pin := shim.StateDir() + "/pins/" + dbg.id() + "/pid"; path != pin {
+		t.Errorf("%s's spec pid namespace path = %q, want the shim's pin %q", dbg.Name, path, pin)
+	}
+	rec := record(t, ci)
+	if r := rec.Namespaces["pid"]; rec.Target != app.id() || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
+		t.Errorf("%s's record = %+v, want targeted at %s (%s)", dbg.Name, rec, app.id(), appNS)
+	}
+	t.Logf("%s: in app's %s, via %s; containerd received POD, spec → %s", dbg.Name, appNS, rec.Via, path)
+}
+
+// startApp runs a pod whose container "app" prints its PID namespace and
+// sleeps, and returns app's status and namespace.
+func startApp(t *testing.T, p podSpec) (containerStatus, string) {
+	t.Helper()
+	p.containers = append([]container{{Name: "app", Image: busyboxImage, Command: appCmd()}}, p.containers...)
+	runPod(t, p)
+	waitReady(t, p.name)
+	app, _ := getPod(t, p.name).container("app")
+	ns := firstLine(logs(t, p.name, "app"))
+	if !strings.HasPrefix(ns, "pid:[") {
+		t.Fatalf("app printed %q, not its PID namespace", ns)
+	}
+	return app, ns
+}
+
+// kubectl debug --target=app, with each kubectl profile; and a control
+// without --target, which gets a PID namespace of its own.
+func TestDebugTarget(t *testing.T) {
+	app, appNS := startApp(t, podSpec{name: "target"})
+	for _, tc := range []struct{ name, image, profile string }{
+		{"dbg-default", busyboxImage, ""},
+		{"dbg-general", busyboxImage, "general"},
+		{"dbg-restricted", nobodyImage, "restricted"}, // runAsNonRoot: an image that runs as 65534
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--target=app"}
+			if tc.profile != "" {
+				args = append(args, "--profile="+tc.profile)
+			}
+			dbg, out := debug(t, "target", tc.name, tc.image, args...)
+			checkTargeted(t, app, dbg, appNS, out)
+		})
+	}
+	t.Run("control-without-target", func(t *testing.T) {
+		_, out := debug(t, "target", "dbg-control", busyboxImage)
+		if ns := firstLine(out); ns == appNS || !strings.HasPrefix(ns, "pid:[") {
+			t.Errorf("without --target the debug container's PID namespace is %q; want one of its own, not app's %q", ns, appNS)
+		}
+		if strings.Contains(out, "sleep "+appSleep) {
+			t.Errorf("without --target the debug container sees app's process:\n%s", out)
+		}
+	})
+}
+
+// A target that has exited before the debug container starts: the kubelet
+// still sends TARGET with its id; the shim falls back to the pod's namespace
+// and its annotation says why. The pod stays up through a second container.
+func TestDebugExitedTarget(t *testing.T) {
+	runExitedTargetPod(t, "exited")
+	dbg, out := debug(t, "exited", "dbg-fallback", busyboxImage, "--target=app")
+	if !strings.HasPrefix(firstLine(out), "pid:[") {
+		t.Errorf("debug container printed %q", out)
+	}
+	rec := record(t, info(t, dbg.id()))
+	r := rec.Namespaces["pid"]
+	if r.Result != oci.Fallback || r.ReasonKind != "target_not_running" || !strings.Contains(r.Reason, "not running") {
+		t.Errorf("record = %+v, want a fallback whose reason says the target is not running", rec)
+	}
+	t.Logf("kubelet reports %s terminated (exit %d); annotation: %s, %s (%s)", dbg.Name, dbg.State.Terminated.ExitCode, r.Result, r.ReasonKind, r.Reason)
+}
+
+// runExitedTargetPod runs a pod whose "app" exits at once and whose
+// "keeper" keeps it running, and waits until app has exited.
+func runExitedTargetPod(t *testing.T, name string) {
+	t.Helper()
+	runPod(t, podSpec{name: name, restartPolicy: "Never", containers: []container{
+		{Name: "app", Image: busyboxImage, Command: []string{"true"}},
+		{Name: "keeper", Image: busyboxImage, Command: []string{"sleep", appSleep}},
+	}})
+	waitContainer(t, name, "app", "terminated", terminated)
+	waitContainer(t, name, "keeper", "running", func(s containerStatus) bool { return s.State.Running != nil })
+}
+
+// In strict mode the same debug container is refused: the kubelet shows the
+// shim's error, and containerd holds no container of that name.
+func TestDebugExitedTargetStrict(t *testing.T) {
+	restartShim(t, "--strict-targeting")
+	t.Cleanup(func() { restartShim(t) })
+	runExitedTargetPod(t, "strict")
+	kubectl(t, "debug", "strict", "--image="+busyboxImage, "--container=dbg-strict", "--target=app", "--", "true")
+	st := waitContainer(t, "strict", "dbg-strict", "refused", func(s containerStatus) bool {
+		return s.State.Waiting != nil && s.State.Waiting.Message != ""
+	})
+	if w := st.State.Waiting; w.Reason != "CreateContainerError" || !strings.Contains(w.Message, "strict targeting") || !strings.Contains(w.Message, "not running") {
+		t.Errorf("kubelet shows %s: %q; want CreateContainerError with the shim's strict-targeting error", w.Reason, w.Message)
+	}
+	if left := containersNamed(t, getPod(t, "strict").Metadata.UID, "dbg-strict"); len(left) > 0 {
+		t.Errorf("containerd holds refused containers: %v", left)
+	}
+	if pins, _ := os.ReadDir(shim.StateDir() + "/pins"); len(pins) > 0 {
+		var names []string
+		for _, p := range pins {
+			names = append(names, p.Name())
+		}
+		t.Logf("pins present (of earlier debug containers): %v", names)
+	}
+	t.Logf("kubelet shows %s: %s", st.State.Waiting.Reason, st.State.Waiting.Message)
+}
+
+// restartShim stops the shim with SIGTERM and starts it again with the
+// suite's flags plus extra.
+func restartShim(t *testing.T, extra ...string) {
+	t.Helper()
+	if err := shim.Stop(); err != nil {
+		t.Fatalf("stop cri-nstarget: %v", err)
+	}
+	shim.Args = append(shim.Args[:baseArgs:baseArgs], extra...)
+	if err := shim.Start(ctx(t)); err != nil {
+		t.Fatalf("start cri-nstarget: %v", err)
+	}
+}
+
+// The shim restarted while the kubelet runs: the pod stays Ready with the
+// same container, and a new debug container is targeted.
+func TestShimRestart(t *testing.T) {
+	app, appNS := startApp(t, podSpec{name: "restart"})
+	restartShim(t)
+	// The kubelet relists every second; let it see the new shim a few times.
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		p := getPod(t, "restart")
+		now, _ := p.container("app")
+		if !p.ready() || now.ContainerID != app.ContainerID || now.RestartCount != 0 {
+			t.Fatalf("after the restart: pod ready=%v, app %s restarts %d; before: %s", p.ready(), now.ContainerID, now.RestartCount, app.ContainerID)
+		}
+	}
+	if ready, err := kube.NodeReady(ctx(t)); err != nil || !ready {
+		t.Errorf("node Ready = %v (%v) after the shim restarted", ready, err)
+	}
+	dbg, out := debug(t, "restart", "dbg-after-restart", busyboxImage, "--target=app")
+	checkTargeted(t, app, dbg, appNS, out)
+}
+
+// kubectl debug --target on a pod with hostUsers: false, where the backend
+// supports user namespaces (NSTARGET_REQUIRE_USERNS=1 makes it required).
+func TestDebugTargetUserNamespaced(t *testing.T) {
+	if os.Getenv("NSTARGET_REQUIRE_USERNS") != "1" {
+		t.Skip("skipping: user-namespaced pods need containerd 2.x with a runc that supports them (the containerd 2.4 leg sets NSTARGET_REQUIRE_USERNS=1)")
+	}
+	no := false
+	app, appNS := startApp(t, podSpec{name: "userns", hostUsers: &no})
+	self, err := os.Readlink("/proc/self/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if appUser := info(t, app.id()).RuntimeSpec; appUser.Linux == nil || len(appUser.Linux.UIDMappings) == 0 {
+		t.Fatalf("app of a hostUsers: false pod has no uid mappings in its spec (host user namespace %s)", self)
+	}
+	dbg, out := debug(t, "userns", "dbg-userns", busyboxImage, "--target=app")
+	checkTargeted(t, app, dbg, appNS, out)
+}

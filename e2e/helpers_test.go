@@ -1,0 +1,290 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+type cri struct {
+	rt runtimeapi.RuntimeServiceClient
+}
+
+func newCRI(conn *grpc.ClientConn) cri { return cri{rt: runtimeapi.NewRuntimeServiceClient(conn)} }
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kube.Kubectl(ctx(t), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// appCmd prints the container's PID namespace, then sleeps with an argument
+// no other process has, so that ps output shows whether it is visible.
+const appSleep = "3600001"
+
+func appCmd() []string {
+	return []string{"sh", "-c", "readlink /proc/self/ns/pid; exec sleep " + appSleep}
+}
+
+// probeCmd is what every debug container runs: its PID namespace, then the
+// processes it sees.
+func probeCmd() []string {
+	return []string{"sh", "-c", "readlink /proc/self/ns/pid; ps -o pid,user,args"}
+}
+
+// container is a pod's container, as a manifest says it.
+type container struct {
+	Name            string   `json:"name"`
+	Image           string   `json:"image"`
+	Command         []string `json:"command"`
+	ImagePullPolicy string   `json:"imagePullPolicy"`
+}
+
+// podSpec is a pod on the node with no service-account token (no
+// controller manager runs to make service accounts).
+type podSpec struct {
+	name          string
+	containers    []container
+	restartPolicy string // default Always
+	hostUsers     *bool
+}
+
+func (p podSpec) manifest() string {
+	for i := range p.containers {
+		p.containers[i].ImagePullPolicy = "IfNotPresent"
+	}
+	spec := map[string]any{
+		"nodeName":                      cluster.NodeName,
+		"automountServiceAccountToken":  false,
+		"enableServiceLinks":            false,
+		"dnsPolicy":                     "Default",
+		"terminationGracePeriodSeconds": 1,
+		"restartPolicy":                 p.restartPolicy,
+		"containers":                    p.containers,
+	}
+	if p.restartPolicy == "" {
+		spec["restartPolicy"] = "Always"
+	}
+	if p.hostUsers != nil {
+		spec["hostUsers"] = *p.hostUsers
+	}
+	b, _ := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": p.name, "namespace": "default"},
+		"spec":     spec,
+	})
+	return string(b)
+}
+
+// runPod creates the pod and waits until the kubelet reports it Ready (or,
+// with wait = false, only created). It is deleted when the test ends.
+func runPod(t *testing.T, p podSpec) {
+	t.Helper()
+	if err := kube.Apply(ctx(t), p.manifest()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kube.Kubectl(c, "delete", "pod", p.name, "--grace-period=1", "--wait", "--timeout=50s"); err != nil {
+			t.Errorf("delete pod %s: %v", p.name, err)
+		}
+	})
+}
+
+func waitReady(t *testing.T, pod string) {
+	t.Helper()
+	if _, err := kube.Kubectl(ctx(t), "wait", "--for=condition=Ready", "pod/"+pod, "--timeout=90s"); err != nil {
+		t.Fatalf("%v\n%s", err, describe(t, pod))
+	}
+}
+
+func describe(t *testing.T, pod string) string {
+	out, _ := kube.Kubectl(context.Background(), "describe", "pod", pod)
+	return out
+}
+
+// containerStatus is the part of a pod's container status the tests read.
+type containerStatus struct {
+	Name         string `json:"name"`
+	ContainerID  string `json:"containerID"`
+	RestartCount int    `json:"restartCount"`
+	Ready        bool   `json:"ready"`
+	State        struct {
+		Waiting *struct {
+			Reason  string `json:"reason"`
+			Message string `json:"message"`
+		} `json:"waiting"`
+		Running *struct {
+			StartedAt string `json:"startedAt"`
+		} `json:"running"`
+		Terminated *struct {
+			ExitCode int    `json:"exitCode"`
+			Reason   string `json:"reason"`
+		} `json:"terminated"`
+	} `json:"state"`
+}
+
+// id is the runtime's container id (containerID without "containerd://").
+func (s containerStatus) id() string {
+	_, id, _ := strings.Cut(s.ContainerID, "://")
+	return id
+}
+
+type podStatus struct {
+	Metadata struct {
+		UID string `json:"uid"`
+	} `json:"metadata"`
+	Status struct {
+		Phase      string `json:"phase"`
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+		ContainerStatuses          []containerStatus `json:"containerStatuses"`
+		EphemeralContainerStatuses []containerStatus `json:"ephemeralContainerStatuses"`
+	} `json:"status"`
+}
+
+func (p podStatus) ready() bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+func (p podStatus) container(name string) (containerStatus, bool) {
+	for _, list := range [][]containerStatus{p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, c := range list {
+			if c.Name == name {
+				return c, true
+			}
+		}
+	}
+	return containerStatus{}, false
+}
+
+func getPod(t *testing.T, name string) podStatus {
+	t.Helper()
+	var p podStatus
+	if err := json.Unmarshal([]byte(kubectl(t, "get", "pod", name, "-o", "json")), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitContainer polls the pod until cond holds for the named container's
+// status (up to 90 s) and returns that status.
+func waitContainer(t *testing.T, pod, name, what string, cond func(containerStatus) bool) containerStatus {
+	t.Helper()
+	var last containerStatus
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if s, ok := getPod(t, pod).container(name); ok {
+			last = s
+			if cond(s) {
+				return s
+			}
+		}
+	}
+	t.Fatalf("timed out waiting for container %s of pod %s to be %s; last status %+v\n%s", name, pod, what, last, describe(t, pod))
+	return last
+}
+
+func terminated(s containerStatus) bool { return s.State.Terminated != nil }
+
+// debug runs `kubectl debug POD --image=IMAGE --container=NAME ARGS... --
+// probeCmd` and returns the debug container's status once it has run, and
+// its output.
+func debug(t *testing.T, pod, name, image string, args ...string) (containerStatus, string) {
+	t.Helper()
+	kargs := append([]string{"debug", pod, "--image=" + image, "--container=" + name}, args...)
+	kubectl(t, append(append(kargs, "--"), probeCmd()...)...)
+	st := waitContainer(t, pod, name, "terminated", terminated)
+	if st.State.Terminated.ExitCode != 0 {
+		t.Fatalf("debug container %s exited %d: %s", name, st.State.Terminated.ExitCode, logs(t, pod, name))
+	}
+	return st, logs(t, pod, name)
+}
+
+func logs(t *testing.T, pod, name string) string {
+	t.Helper()
+	return kubectl(t, "logs", pod, "-c", name)
+}
+
+// firstLine is the first line of out.
+func firstLine(out string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	return strings.TrimSpace(l)
+}
+
+// containerInfo is the part of containerd's verbose ContainerStatus the
+// tests read: the CreateContainer request containerd received (config) and
+// the spec it runs (runtimeSpec).
+type containerInfo struct {
+	Config      *runtimeapi.ContainerConfig `json:"config"`
+	RuntimeSpec *specs.Spec                 `json:"runtimeSpec"`
+}
+
+// info asks containerd itself, not the shim.
+func info(t *testing.T, id string) containerInfo {
+	t.Helper()
+	resp, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("containerd ContainerStatus %s: %v", id, err)
+	}
+	var ci containerInfo
+	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &ci); err != nil || ci.RuntimeSpec == nil {
+		t.Fatalf("containerd's verbose info of %s: %v", id, err)
+	}
+	return ci
+}
+
+func record(t *testing.T, ci containerInfo) oci.Record {
+	t.Helper()
+	rec, ok, err := oci.ParseRecord(ci.RuntimeSpec.Annotations)
+	if err != nil || !ok {
+		t.Fatalf("no %s annotation: ok=%v err=%v", oci.AnnotationTargeting, ok, err)
+	}
+	return rec
+}
+
+// containersNamed lists containerd's containers of the pod sandbox with the
+// Kubernetes container name.
+func containersNamed(t *testing.T, podUID, name string) []string {
+	t.Helper()
+	resp, err := direct.rt.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": podUID, "io.kubernetes.container.name": name},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range resp.GetContainers() {
+		ids = append(ids, fmt.Sprintf("%.12s (%s)", c.GetId(), c.GetState()))
+	}
+	return ids
+}

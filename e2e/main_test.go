@@ -1,0 +1,249 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
+	"github.com/cri-nstarget/cri-nstarget/internal/critest"
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+)
+
+// What the suite runs on, set up once by TestMain.
+var (
+	backend *critest.Backend // containerd, its registry and the CNI bridge
+	shim    *harness.Shim    // cri-nstarget in front of it: the kubelet's runtime
+	kube    *cluster.Cluster // etcd, kube-apiserver, kubelet
+	direct  cri              // containerd's own CRI, bypassing the shim
+
+	baseArgs int // len(shim.Args) as started: restartShim appends to these
+
+	busyboxImage string // runs as root
+	nobodyImage  string // runs as 65534, for --profile=restricted
+)
+
+const nobodyName = "nst/busybox-nobody:1"
+
+// hostDirs are where a kubelet or a runtime writes by default; the suite
+// fails if an entry appears in one of them and is still there at the end.
+var hostDirs = []string{"/etc", "/run", "/var/run", "/var/lib", "/var/log", "/usr/libexec", "/opt"}
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "e2e: skipped, a kubelet, containerd and runc need root")
+		os.Exit(0)
+	}
+	start := time.Now()
+	code := runSuite(m)
+	fmt.Printf("e2e: %s in %s\n", map[bool]string{true: "passed", false: "FAILED"}[code == 0], time.Since(start).Round(time.Second))
+	os.Exit(code)
+}
+
+func runSuite(m *testing.M) (code int) {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...)
+		return 1
+	}
+	before := entries(hostDirs)
+	tmp, err := harness.TempDir("nse-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	// Teardown, in order: the pods (deleted through the kubelet) and the
+	// cluster's processes, the shim, containerd (and the pods' containers
+	// still there), the bridge, then the cluster's cgroups; then the
+	// machine must be as found: nothing mounted under tmp, no cgroup of the
+	// run, no new entry in the host's directories.
+	var conn interface{ Close() error }
+	defer func() {
+		if kube != nil {
+			if code != 0 {
+				fmt.Fprintf(os.Stderr, "kubelet log tail:\n%s\n", tail(kube.KubeletLog(), 6000))
+			}
+			if err := kube.Stop(); err != nil {
+				code = fail("stop the cluster: %v", err)
+			}
+		}
+		if shim != nil && kube != nil {
+			if err := removeSandboxes(shim.Runtime); err != nil {
+				code = fail("%v", err)
+			}
+		}
+		if shim != nil {
+			if code != 0 {
+				fmt.Fprintf(os.Stderr, "cri-nstarget log tail:\n%s\n", tail(shim.LogPath(), 4000))
+			}
+			if err := shim.Close(); err != nil {
+				code = fail("stop cri-nstarget: %v", err)
+			}
+		}
+		if conn != nil {
+			conn.Close()
+		}
+		if backend != nil {
+			if err := backend.Close(); err != nil {
+				code = fail("stop containerd: %v", err)
+			}
+		}
+		if kube != nil {
+			if err := kube.Close(); err != nil {
+				code = fail("remove the cluster's host state: %v", err)
+			}
+			if left := kube.Residue(); len(left) > 0 {
+				code = fail("left behind by the cluster: %v", left)
+			}
+		}
+		if leaked, _ := harness.MountsUnder(tmp); len(leaked) > 0 {
+			code = fail("mounts left under %s: %v", tmp, leaked)
+			_ = harness.UnmountAll(tmp)
+		}
+		if added := newEntries(before, entries(hostDirs)); len(added) > 0 {
+			code = fail("new entries outside the run's directory: %v", added)
+		}
+		if code != 0 {
+			keepLogs(tmp)
+		}
+		os.RemoveAll(tmp)
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root, _ := filepath.Abs("..")
+	shimBin := os.Getenv("NSTARGET_SHIM_BINARY")
+	if shimBin == "" {
+		if shimBin, err = harness.BuildShim(root, tmp); err != nil {
+			return fail("%v", err)
+		}
+	}
+	kubeBin, etcd := os.Getenv("NSTARGET_KUBERNETES_BIN"), os.Getenv("NSTARGET_ETCD")
+	if kubeBin == "" || etcd == "" {
+		return fail("NSTARGET_KUBERNETES_BIN and NSTARGET_ETCD must be set (make e2e sets them from hack/kubernetes.sh and hack/etcd.sh)")
+	}
+	nobody, err := harness.BuildImage(harness.ImageOptions{Cmd: []string{"sh"}, User: "65534:65534"})
+	if err != nil {
+		return fail("%v", err)
+	}
+	binary := os.Getenv("NSTARGET_CONTAINERD")
+	if binary == "" {
+		binary = "containerd"
+	}
+	label, err := critest.BackendLabel(binary)
+	if err != nil {
+		return fail("%v", err)
+	}
+	t0 := time.Now()
+	b, err := critest.StartBackend(ctx, label, tmp, harness.EnvOptions{
+		Dir: filepath.Join(tmp, "c"), Binary: binary, Images: map[string]*harness.Image{nobodyName: nobody},
+	}, true)
+	if err != nil {
+		return fail("start %s: %v", label, err)
+	}
+	backend = b
+	busyboxImage, nobodyImage = backend.BusyboxImage, backend.Registry.Ref(nobodyName)
+	c, err := harness.Dial(backend.Containerd.Endpoint())
+	if err != nil {
+		return fail("%v", err)
+	}
+	conn, direct = c, newCRI(c)
+
+	s, err := harness.StartShim(ctx, shimBin, filepath.Join(tmp, "s"), backend.Containerd)
+	if err != nil {
+		return fail("start cri-nstarget: %v", err)
+	}
+	shim, baseArgs = s, len(s.Args)
+	k, err := cluster.Start(ctx, cluster.Options{
+		Dir: filepath.Join(tmp, "k"), Bin: kubeBin, Etcd: etcd, RuntimeEndpoint: shim.Endpoint(),
+	})
+	if err != nil {
+		return fail("start the cluster: %v", err)
+	}
+	kube = k
+	fmt.Printf("e2e: %s, cri-nstarget and a kubelet (node %s, cgroup root %s) up in %s\n",
+		label, cluster.NodeName, kube.CgroupRoot(), time.Since(t0).Round(100*time.Millisecond))
+	return m.Run()
+}
+
+// removeSandboxes stops and removes every pod sandbox through rt (the
+// shim), as the kubelet's garbage collection does for deleted pods: the
+// kubelet has stopped, and the shim sweeps a pod's pins when its sandbox is
+// removed through it.
+func removeSandboxes(rt runtimeapi.RuntimeServiceClient) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range resp.GetItems() {
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			errs = append(errs, fmt.Errorf("stop pod sandbox %s: %w", sb.GetId(), err))
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			errs = append(errs, fmt.Errorf("remove pod sandbox %s: %w", sb.GetId(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// keepLogs copies the components' logs out of tmp into $NSTARGET_E2E_LOGS
+// (make e2e: bin/e2e/LEG), when it is set.
+func keepLogs(tmp string) {
+	dst := os.Getenv("NSTARGET_E2E_LOGS")
+	if dst == "" {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(tmp, "*", "*.log"))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: keep logs:", err)
+		return
+	}
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "e2e: the components' logs are in %s\n", dst)
+}
+
+// entries lists the entries of dirs ("dir/name").
+func entries(dirs []string) map[string]bool {
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		es, _ := os.ReadDir(d)
+		for _, e := range es {
+			seen[filepath.Join(d, e.Name())] = true
+		}
+	}
+	return seen
+}
+
+func newEntries(before, after map[string]bool) []string {
+	var added []string
+	for p := range after {
+		if !before[p] {
+			added = append(added, p)
+		}
+	}
+	sort.Strings(added)
+	return added
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}

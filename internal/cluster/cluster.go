@@ -1,0 +1,491 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+)
+
+// NodeName is the kubelet's node: the apiserver reaches the kubelet by this
+// name (--kubelet-preferred-address-types=Hostname), since the kubelet
+// refuses a loopback node IP.
+const NodeName = "localhost"
+
+// ContainerLogsDir is where the kubelet links every container's log
+// (hard-coded in the kubelet); Close removes the links it made there, and
+// the directory when the run created it.
+const ContainerLogsDir = "/var/log/containers"
+
+// hostPaths are made outside Options.Dir whatever the configuration says:
+// the kubelet's device-plugin socket (a constant of the device plugin API),
+// its log links, and util-linux's mount table lock (the kubelet runs mount(8)
+// to make its root dir shared). Close removes each one the run created,
+// from the first of its directories that was not there before.
+var hostPaths = []string{"/var/lib/kubelet/device-plugins/kubelet.sock", ContainerLogsDir, "/run/mount/utab"}
+
+// Options configure Start.
+type Options struct {
+	// Dir holds everything the cluster writes: certificates, etcd's data,
+	// the kubelet's root dir, pod logs and the components' logs.
+	Dir string
+	// Bin holds kube-apiserver, kubelet and kubectl (hack/kubernetes.sh).
+	Bin string
+	// Etcd is the etcd binary (hack/etcd.sh).
+	Etcd string
+	// RuntimeEndpoint is the kubelet's containerRuntimeEndpoint and
+	// imageServiceEndpoint, e.g. "unix:///tmp/x/cri.sock".
+	RuntimeEndpoint string
+	// StartTimeout bounds each component's wait to be ready; default 90s.
+	StartTimeout time.Duration
+}
+
+// Cluster is etcd, kube-apiserver and a kubelet on 127.0.0.1; see Start.
+type Cluster struct {
+	opts       Options
+	pki        *pki
+	cgroup     *cgroupRoot
+	kubeconfig string // cluster-admin's, for kubectl
+	// created are the first missing directories of hostPaths at Start:
+	// what the run will have made, removed by Close.
+	created []string
+
+	// etcd, apiserver and kubelet, in start order; Stop stops them in reverse.
+	procs []*proc
+}
+
+// Start makes a CA and the certificates, then starts etcd, kube-apiserver
+// and a kubelet whose runtime is opts.RuntimeEndpoint, and waits until the
+// node is Ready. On failure it undoes what it did.
+func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 90 * time.Second
+	}
+	for _, b := range []string{opts.Etcd, filepath.Join(opts.Bin, "kube-apiserver"), filepath.Join(opts.Bin, "kubelet"), filepath.Join(opts.Bin, "kubectl")} {
+		if _, err := exec.LookPath(b); err != nil {
+			return nil, fmt.Errorf("cluster: %w (hack/kubernetes.sh, hack/etcd.sh)", err)
+		}
+	}
+	c := &Cluster{opts: opts}
+	for _, p := range hostPaths {
+		if first := firstMissing(p); first != "" {
+			c.created = append(c.created, first)
+		}
+	}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, c.Stop(), c.Close())
+		}
+	}()
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return c, err
+	}
+	var err error
+	if c.pki, err = newPKI(filepath.Join(opts.Dir, "pki")); err != nil {
+		return c, err
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	if c.cgroup, err = makeCgroupRoot("/nstarget-e2e-" + hex.EncodeToString(suffix)); err != nil {
+		return c, err
+	}
+	etcdURL, err := c.startEtcd(ctx)
+	if err != nil {
+		return c, err
+	}
+	server, err := c.startAPIServer(ctx, etcdURL)
+	if err != nil {
+		return c, err
+	}
+	if err := c.startKubelet(ctx, server); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Dir is Options.Dir.
+func (c *Cluster) Dir() string { return c.opts.Dir }
+
+// CgroupRoot is the kubelet's cgroupRoot, made for this run.
+func (c *Cluster) CgroupRoot() string { return c.cgroup.Name }
+
+// Kubeconfig is cluster-admin's kubeconfig.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// KubeletLog is the kubelet's log file.
+func (c *Cluster) KubeletLog() string { return filepath.Join(c.opts.Dir, "kubelet.log") }
+
+// Kubectl runs kubectl as cluster-admin and returns its standard output; an
+// error carries its standard error.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.Bin, "kubectl"), append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// Apply creates or updates the objects of manifest (YAML or JSON).
+func (c *Cluster) Apply(ctx context.Context, manifest string) error {
+	path := filepath.Join(c.opts.Dir, "manifest-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	_, err := c.Kubectl(ctx, "apply", "-f", path)
+	return err
+}
+
+func (c *Cluster) startEtcd(ctx context.Context) (string, error) {
+	client, peer := freePort(), freePort()
+	clientURL, peerURL := "http://127.0.0.1:"+client, "http://127.0.0.1:"+peer
+	p, err := c.start("etcd", c.opts.Etcd,
+		"--name", "e2e",
+		"--data-dir", filepath.Join(c.opts.Dir, "etcd"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "e2e="+peerURL,
+		"--listen-metrics-urls", "",
+	)
+	if err != nil {
+		return "", err
+	}
+	return clientURL, c.waitFor(ctx, p, "etcd to serve", func(ctx context.Context) error {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:"+client)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	})
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, error) {
+	loopback := []net.IP{net.IPv4(127, 0, 0, 1)}
+	srvCert, srvKey, err := c.pki.issue(certSpec{name: "apiserver", cn: "kube-apiserver", usage: x509ServerAuth,
+		dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, ips: append(loopback, net.IPv4(10, 96, 0, 1))})
+	if err != nil {
+		return "", err
+	}
+	kcCert, kcKey, err := c.pki.issue(certSpec{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, usage: x509ClientAuth})
+	if err != nil {
+		return "", err
+	}
+	adminCert, adminKey, err := c.pki.issue(certSpec{name: "admin", cn: "e2e-admin", orgs: []string{"system:masters"}, usage: x509ClientAuth})
+	if err != nil {
+		return "", err
+	}
+	saKey, err := c.pki.serviceAccountKey()
+	if err != nil {
+		return "", err
+	}
+	port := freePort()
+	server := "https://127.0.0.1:" + port
+	c.kubeconfig = filepath.Join(c.opts.Dir, "admin.kubeconfig")
+	if err := writeKubeconfig(c.kubeconfig, server, c.pki.CAFile(), adminCert, adminKey); err != nil {
+		return "", err
+	}
+	p, err := c.start("kube-apiserver", filepath.Join(c.opts.Bin, "kube-apiserver"),
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", port,
+		"--tls-cert-file", srvCert, "--tls-private-key-file", srvKey,
+		"--client-ca-file", c.pki.CAFile(),
+		"--kubelet-client-certificate", kcCert, "--kubelet-client-key", kcKey,
+		"--kubelet-certificate-authority", c.pki.CAFile(),
+		"--kubelet-preferred-address-types", "Hostname",
+		"--endpoint-reconciler-type", "none",
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
+		"--service-cluster-ip-range", "10.96.0.0/24",
+		"--authorization-mode", "AlwaysAllow",
+		// No controller manager runs, so nothing makes the service
+		// accounts this admission plugin would require.
+		"--disable-admission-plugins", "ServiceAccount",
+		"--allow-privileged",
+		"--profiling=false",
+		"--cert-dir", filepath.Join(c.opts.Dir, "apiserver-certs"),
+	)
+	if err != nil {
+		return "", err
+	}
+	return server, c.waitFor(ctx, p, "kube-apiserver to be ready", func(ctx context.Context) error {
+		out, err := c.Kubectl(ctx, "get", "--raw", "/readyz")
+		if err == nil && strings.TrimSpace(out) != "ok" {
+			err = fmt.Errorf("readyz: %s", out)
+		}
+		return err
+	})
+}
+
+func (c *Cluster) startKubelet(ctx context.Context, server string) error {
+	root := filepath.Join(c.opts.Dir, "kubelet")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return err
+	}
+	clientCert, clientKey, err := c.pki.issue(certSpec{name: "kubelet-client", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}, usage: x509ClientAuth})
+	if err != nil {
+		return err
+	}
+	srvCert, srvKey, err := c.pki.issue(certSpec{name: "kubelet", cn: NodeName, usage: x509ServerAuth,
+		dns: []string{NodeName}, ips: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(c.opts.Dir, "kubelet.kubeconfig")
+	if err := writeKubeconfig(kubeconfig, server, c.pki.CAFile(), clientCert, clientKey); err != nil {
+		return err
+	}
+	config := filepath.Join(c.opts.Dir, "kubelet.yaml")
+	if err := os.WriteFile(config, []byte(kubeletConfig(kubeletSettings{
+		Port: freePort(), HealthzPort: freePort(),
+		CA: c.pki.CAFile(), Cert: srvCert, Key: srvKey,
+		CgroupRoot: c.cgroup.Name, Runtime: c.opts.RuntimeEndpoint,
+		PodLogs: filepath.Join(c.opts.Dir, "pod-logs"), VolumePlugins: filepath.Join(c.opts.Dir, "volume-plugins"),
+	})), 0o600); err != nil {
+		return err
+	}
+	p, err := c.start("kubelet", filepath.Join(c.opts.Bin, "kubelet"),
+		"--config", config,
+		"--kubeconfig", kubeconfig,
+		"--hostname-override", NodeName,
+		"--root-dir", root,
+		"--cert-dir", filepath.Join(root, "pki"),
+		"--v", "2",
+	)
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, p, "node "+NodeName+" to be Ready", func(ctx context.Context) error {
+		ready, err := c.NodeReady(ctx)
+		if err == nil && !ready {
+			err = errors.New("not Ready")
+		}
+		return err
+	})
+}
+
+// NodeReady reports whether the node's Ready condition is True.
+func (c *Cluster) NodeReady(ctx context.Context) (bool, error) {
+	out, err := c.Kubectl(ctx, "get", "node", NodeName, "-o", "json")
+	if err != nil {
+		return false, err
+	}
+	var node struct {
+		Status struct {
+			Conditions []struct{ Type, Status, Message string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &node); err != nil {
+		return false, err
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == "Ready" {
+			return cond.Status == "True", nil
+		}
+	}
+	return false, nil
+}
+
+// Stop deletes every pod (through the kubelet, so that it stops their
+// containers), then stops the kubelet, kube-apiserver and etcd by PID.
+func (c *Cluster) Stop() error {
+	var errs []error
+	if c.kubelet() != nil && c.kubeconfig != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		if _, err := c.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait", "--timeout=80s"); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if err := c.procs[i].stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.procs = nil
+	return errors.Join(errs...)
+}
+
+// Close removes what the cluster left outside its directory: its cgroups
+// (call it after the runtime has removed its containers) and its links in
+// ContainerLogsDir. It leaves Dir to the caller.
+func (c *Cluster) Close() error {
+	var errs []error
+	// The kubelet bind-mounts its root dir on itself (to make it shared).
+	errs = append(errs, harness.UnmountAll(c.opts.Dir))
+	if c.cgroup != nil {
+		errs = append(errs, c.cgroup.remove())
+	}
+	errs = append(errs, c.removeLogLinks())
+	for _, p := range c.created {
+		errs = append(errs, os.RemoveAll(p))
+	}
+	return errors.Join(errs...)
+}
+
+// Residue lists what the cluster made outside Dir that is still there.
+func (c *Cluster) Residue() []string {
+	var left []string
+	if c.cgroup != nil {
+		left = append(left, c.cgroup.left()...)
+	}
+	for _, p := range c.created {
+		if _, err := os.Lstat(p); err == nil {
+			left = append(left, p)
+		}
+	}
+	return left
+}
+
+// firstMissing is the first of path and its parents, from the root down,
+// that does not exist; "" when path exists.
+func firstMissing(path string) string {
+	if _, err := os.Lstat(path); err == nil {
+		return ""
+	}
+	missing := path
+	for p := filepath.Dir(path); p != "/" && p != "."; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		missing = p
+	}
+	return missing
+}
+
+// removeLogLinks removes the links in ContainerLogsDir that point into Dir
+// (the directory itself goes with created when the run made it).
+func (c *Cluster) removeLogLinks() error {
+	entries, err := os.ReadDir(ContainerLogsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		p := filepath.Join(ContainerLogsDir, e.Name())
+		if dst, err := os.Readlink(p); err == nil && strings.HasPrefix(dst, c.opts.Dir+"/") {
+			if err := os.Remove(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) kubelet() *proc {
+	for _, p := range c.procs {
+		if p.name == "kubelet" {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitFor polls ready until it succeeds, p exits or StartTimeout passes.
+func (c *Cluster) waitFor(ctx context.Context, p *proc, what string, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ready(pctx)
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited while waiting for %s: %v; log:\n%s", p.name, what, p.cmd.ProcessState, p.tail())
+		case <-ctx.Done():
+			return fmt.Errorf("timed out waiting for %s: %v; %s log:\n%s", what, err, p.name, p.tail())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func freePort() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "0"
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// proc is a component process, its output in Dir/NAME.log.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+}
+
+func (c *Cluster) start(name, binary string, args ...string) (*proc, error) {
+	logPath := filepath.Join(c.opts.Dir, name+".log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.exited) }()
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+// stopTimeout bounds a component's graceful stop: kube-apiserver drains its
+// requests first.
+const stopTimeout = 60 * time.Second
+
+// stop sends SIGTERM by PID, then SIGKILL after stopTimeout.
+func (p *proc) stop() error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	start := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if d := time.Since(start); d > 5*time.Second {
+			fmt.Printf("cluster: %s took %s to stop\n", p.name, d.Round(100*time.Millisecond))
+		}
+		return nil
+	case <-time.After(stopTimeout):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", p.name, stopTimeout)
+}
+
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 6000 {
+		b = b[len(b)-6000:]
+	}
+	return string(b)
+}

@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPKIChains(t *testing.T) {
+	p, err := newPKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(p.cert)
+	for _, tc := range []struct {
+		spec  certSpec
+		usage x509.ExtKeyUsage
+		name  string // DNS name to verify, server certificates only
+	}{
+		{certSpec{name: "srv", cn: "kube-apiserver", usage: x509ServerAuth, dns: []string{"localhost"}, ips: []net.IP{net.IPv4(127, 0, 0, 1)}}, x509.ExtKeyUsageServerAuth, "localhost"},
+		{certSpec{name: "node", cn: "system:node:localhost", orgs: []string{"system:nodes"}, usage: x509ClientAuth}, x509.ExtKeyUsageClientAuth, ""},
+	} {
+		certFile, keyFile, err := p.issue(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := readCert(t, certFile)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: tc.name, KeyUsages: []x509.ExtKeyUsage{tc.usage}}); err != nil {
+			t.Errorf("%s does not verify against the run's CA: %v", tc.spec.name, err)
+		}
+		if cert.Subject.CommonName != tc.spec.cn || strings.Join(cert.Subject.Organization, ",") != strings.Join(tc.spec.orgs, ",") {
+			t.Errorf("%s subject = %v", tc.spec.name, cert.Subject)
+		}
+		if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("key %s: %v, mode %v; want 0600", keyFile, err, fi.Mode())
+		}
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The settings this machine kind needs (issue 15), and every path the
+// kubelet writes by configuration under the run's directory.
+func TestKubeletConfig(t *testing.T) {
+	cfg := kubeletConfig(kubeletSettings{Port: "1", HealthzPort: "2", CA: "/r/ca", Cert: "/r/c", Key: "/r/k",
+		CgroupRoot: "/nstarget-e2e-x", Runtime: "unix:///r/cri.sock", PodLogs: "/r/logs", VolumePlugins: "/r/vp"})
+	for _, want := range []string{
+		"cgroupDriver: cgroupfs", "failSwapOn: false", "oomScoreAdj: 0", "makeIPTablesUtilChains: false",
+		"address: 127.0.0.1", "healthzBindAddress: 127.0.0.1", "readOnlyPort: 0",
+		"containerRuntimeEndpoint: unix:///r/cri.sock", "imageServiceEndpoint: unix:///r/cri.sock",
+		"cgroupRoot: /nstarget-e2e-x", "podLogsDir: /r/logs", "volumePluginDir: /r/vp",
+		"anonymous: {enabled: false}", "x509: {clientCAFile: /r/ca}",
+	} {
+		if !strings.Contains(cfg, "\n"+want+"\n") && !strings.Contains(cfg, "  "+want+"\n") {
+			t.Errorf("kubelet config lacks %q:\n%s", want, cfg)
+		}
+	}
+}
+
+func TestFirstMissing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(dir, "a"), ""},
+		{filepath.Join(dir, "a", "b"), filepath.Join(dir, "a", "b")},
+		{filepath.Join(dir, "a", "b", "c", "d.sock"), filepath.Join(dir, "a", "b")},
+		{filepath.Join(dir, "x", "y"), filepath.Join(dir, "x")},
+	} {
+		if got := firstMissing(tc.path); got != tc.want {
+			t.Errorf("firstMissing(%s) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// removeTree removes children before parents, as rmdir on cgroups needs.
+func TestRemoveTree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cg")
+	for _, d := range []string{"kubepods/besteffort/pod1", "kubepods/burstable"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeTree(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s still there: %v", dir, err)
+	}
+	if err := removeTree(dir); err != nil {
+		t.Errorf("removing it again: %v", err)
+	}
+}

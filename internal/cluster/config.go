@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+)
+
+const (
+	x509ServerAuth = x509.ExtKeyUsageServerAuth
+	x509ClientAuth = x509.ExtKeyUsageClientAuth
+)
+
+// writeKubeconfig writes a kubeconfig for server with a client certificate.
+func writeKubeconfig(path, server, ca, cert, key string) error {
+	return os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: e2e
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: e2e
+  context:
+    cluster: e2e
+    user: e2e
+current-context: e2e
+`, server, ca, cert, key)), 0o600)
+}
+
+// kubeletSettings are the per-run values of the kubelet's configuration.
+type kubeletSettings struct {
+	Port, HealthzPort string
+	CA, Cert, Key     string
+	CgroupRoot        string
+	Runtime           string // CRI endpoint, for both services
+	PodLogs           string
+	VolumePlugins     string
+}
+
+// kubeletConfig is the KubeletConfiguration for a node on a machine like
+// this one: cgroupfs (no systemd as PID 1), swap tolerated, no OOM score
+// change (the kubelet cannot lower its own), no iptables chains, serving
+// on 127.0.0.1 only with certificates from the run's CA, and every path it
+// writes under the run's directory. Eviction and image GC thresholds are
+// low: a full disk on a test machine must not evict the test's pods.
+func kubeletConfig(s kubeletSettings) string {
+	lines := []string{
+		"apiVersion: kubelet.config.k8s.io/v1beta1",
+		"kind: KubeletConfiguration",
+		"address: 127.0.0.1",
+		"port: " + s.Port,
+		"readOnlyPort: 0",
+		"healthzBindAddress: 127.0.0.1",
+		"healthzPort: " + s.HealthzPort,
+		"tlsCertFile: " + s.Cert,
+		"tlsPrivateKeyFile: " + s.Key,
+		"authentication:",
+		"  anonymous: {enabled: false}",
+		"  webhook: {enabled: false}",
+		"  x509: {clientCAFile: " + s.CA + "}",
+		"authorization: {mode: AlwaysAllow}",
+		"containerRuntimeEndpoint: " + s.Runtime,
+		"imageServiceEndpoint: " + s.Runtime,
+		"cgroupDriver: cgroupfs",
+		"cgroupRoot: " + s.CgroupRoot,
+		"failSwapOn: false",
+		"oomScoreAdj: 0",
+		"makeIPTablesUtilChains: false",
+		"podLogsDir: " + s.PodLogs,
+		"volumePluginDir: " + s.VolumePlugins,
+		`resolvConf: ""`,
+		"enableControllerAttachDetach: false",
+		"serializeImagePulls: false",
+		"syncFrequency: 10s",
+		"nodeStatusUpdateFrequency: 4s",
+		"imageGCHighThresholdPercent: 100",
+		"imageGCLowThresholdPercent: 99",
+		"evictionHard:",
+		`  memory.available: "1Mi"`,
+		`  nodefs.available: "1%"`,
+		`  nodefs.inodesFree: "1%"`,
+		`  imagefs.available: "1%"`,
+		`  imagefs.inodesFree: "1%"`,
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
