@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -78,6 +79,31 @@ func TestDebugTarget(t *testing.T) {
 			checkTargeted(t, app, dbg, appNS, out)
 		})
 	}
+	// As an operator runs it: attached, the output streamed back through
+	// the apiserver, the kubelet and the runtime's Attach (forwarded by
+	// the shim to containerd's streaming server).
+	t.Run("attached", func(t *testing.T) {
+		cmd := []string{"debug", "target", "-i", "--image=" + busyboxImage, "--container=dbg-attached", "--target=app", "--",
+			"sh", "-c", "sleep 1; readlink /proc/self/ns/pid; ps -o pid,args"}
+		// stdin stays open (as a terminal's would) until kubectl exits: the
+		// session ends when the container does.
+		k := kube.KubectlCommand(ctx(t), cmd...)
+		stdin, err := k.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stdin.Close()
+		var stdout, stderr bytes.Buffer
+		k.Stdout, k.Stderr = &stdout, &stderr
+		if err := k.Run(); err != nil {
+			t.Fatalf("kubectl %s: %v: %s", strings.Join(cmd, " "), err, stderr.String())
+		}
+		if out := stdout.String(); !strings.Contains(out, appNS) || !strings.Contains(out, "sleep "+appSleep) {
+			t.Errorf("kubectl debug -i printed %q (stderr %q); want app's namespace %s and its process", out, stderr.String(), appNS)
+		}
+		dbg := waitContainer(t, "target", "dbg-attached", "terminated", terminated)
+		checkTargeted(t, app, dbg, appNS, logs(t, "target", "dbg-attached"))
+	})
 	t.Run("control-without-target", func(t *testing.T) {
 		_, out := debug(t, "target", "dbg-control", busyboxImage)
 		if ns := firstLine(out); ns == appNS || !strings.HasPrefix(ns, "pid:[") {

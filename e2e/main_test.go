@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,9 @@ func runSuite(m *testing.M) (code int) {
 		if leaked, _ := harness.MountsUnder(tmp); len(leaked) > 0 {
 			code = fail("mounts left under %s: %v", tmp, leaked)
 			_ = harness.UnmountAll(tmp)
+		}
+		if left := procsNaming(tmp); len(left) > 0 {
+			code = fail("processes left running: %v", left)
 		}
 		if added := newEntries(before, entries(hostDirs)); len(added) > 0 {
 			code = fail("new entries outside the run's directory: %v", added)
@@ -215,6 +219,22 @@ func keepLogs(tmp string) {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "e2e: the components' logs are in %s\n", dst)
+}
+
+// procsNaming lists the processes (other than this one) whose command line
+// names something under dir: every process the run started does.
+func procsNaming(dir string) []string {
+	var left []string
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		pid := filepath.Base(filepath.Dir(f))
+		if err != nil || pid == strconv.Itoa(os.Getpid()) || !strings.Contains(string(b), dir) {
+			continue
+		}
+		left = append(left, pid+": "+strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "))
+	}
+	return left
 }
 
 // entries lists the entries of dirs ("dir/name").

@@ -129,10 +129,15 @@ func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 // KubeletLog is the kubelet's log file.
 func (c *Cluster) KubeletLog() string { return filepath.Join(c.opts.Dir, "kubelet.log") }
 
+// KubectlCommand is kubectl as cluster-admin, to be run by the caller.
+func (c *Cluster) KubectlCommand(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, filepath.Join(c.opts.Bin, "kubectl"), append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+}
+
 // Kubectl runs kubectl as cluster-admin and returns its standard output; an
 // error carries its standard error.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.Bin, "kubectl"), append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+	cmd := c.KubectlCommand(ctx, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
