@@ -70,7 +70,7 @@ type Cluster struct {
 
 // Start makes a CA and the certificates, then starts etcd, kube-apiserver
 // and a kubelet whose runtime is opts.RuntimeEndpoint, and waits until the
-// node is Ready. On failure it undoes what it did.
+// node is Ready. On failure it undoes what it did and returns no Cluster.
 func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
@@ -92,27 +92,27 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		}
 	}()
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
-		return c, err
+		return nil, err
 	}
 	var err error
 	if c.pki, err = newPKI(filepath.Join(opts.Dir, "pki")); err != nil {
-		return c, err
+		return nil, err
 	}
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	if c.cgroup, err = makeCgroupRoot("/nstarget-e2e-" + hex.EncodeToString(suffix)); err != nil {
-		return c, err
+		return nil, err
 	}
 	etcdURL, err := c.startEtcd(ctx)
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	server, err := c.startAPIServer(ctx, etcdURL)
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	if err := c.startKubelet(ctx, server); err != nil {
-		return c, err
+		return nil, err
 	}
 	return c, nil
 }
