@@ -8,6 +8,8 @@
 #               (make e2e); CONTAINERD2=0 leaves out 2.4
 #   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/
 #   make matrix the integration and conformance legs on containerd 2.1 as well (outside CI)
+#   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
+#               end to end on containerd 1.6 and 2.4 (both legs are part of make test)
 
 GO       ?= go
 # The build stamps (cri-nstarget --version): the version, the commit (-dirty
