@@ -72,7 +72,7 @@ func TestPinShmOutlivesProcess(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "seg"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pid, stop := withOwnShm(t, "mount --bind "+src+" /dev/shm")
+	pid, stop := withOwnShm(t, "mount -n --bind "+src+" /dev/shm")
 	defer stop()
 	hs, err := Open(pid, []Kind{IPC, Shm}, nil)
 	if err != nil {
@@ -109,7 +109,7 @@ func TestPinShmUnreachable(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a mount namespace")
 	}
-	pid, stop := withOwnShm(t, "mount -t tmpfs own /dev/shm")
+	pid, stop := withOwnShm(t, "mount -n -t tmpfs own /dev/shm")
 	defer stop()
 	hs, err := Open(pid, []Kind{Shm}, nil)
 	if err != nil {
@@ -128,7 +128,8 @@ func TestPinShmUnreachable(t *testing.T) {
 
 // withOwnShm starts a process in a mount namespace of its own whose
 // /dev/shm is what mount makes it, and returns its pid once mounted; stop
-// kills it (more than once is fine).
+// kills it (more than once is fine). mount should be given -n: util-linux
+// otherwise records the mount in /run/mount/utab, on the host's /run.
 func withOwnShm(t *testing.T, mount string) (pid int, stop func()) {
 	t.Helper()
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
