@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,4 +35,14 @@ func dial(endpoint string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
 	return conn, nil
+}
+
+// sameSocket reports whether two endpoints ("unix:///path" or "/path") name
+// the same socket path.
+func sameSocket(a, b string) bool {
+	path := func(e string) string {
+		p, _ := strings.CutPrefix(e, "unix://")
+		return filepath.Clean(p)
+	}
+	return path(a) == path(b)
 }

@@ -111,11 +111,18 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		return fmt.Errorf("backend: %w", err)
 	}
 	defer backend.Close()
-	ctrdConn, err := dial(cfg.ContainerdAddress)
-	if err != nil {
-		return fmt.Errorf("containerd: %w", err)
+	// containerd serves its CRI and its own API on one socket: one
+	// connection carries both, so that once a CRI call has found containerd
+	// back after a restart, the target's lookup does too (a second
+	// connection could still be waiting out its reconnect backoff, and the
+	// create would fall back for nothing).
+	ctrdConn := backend
+	if !sameSocket(cfg.RuntimeEndpoint, cfg.ContainerdAddress) {
+		if ctrdConn, err = dial(cfg.ContainerdAddress); err != nil {
+			return fmt.Errorf("containerd: %w", err)
+		}
+		defer ctrdConn.Close()
 	}
-	defer ctrdConn.Close()
 	mx, err := listenMetrics(cfg.MetricsAddress)
 	if err != nil {
 		return err
