@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	"google.golang.org/grpc/codes"
@@ -428,6 +430,55 @@ func TestNRIReconnectsAfterContainerdRestart(t *testing.T) {
 	dbg := run(t, c, p, "debug", targetOf(app))
 	if r := record(t, info(t, dbg)); r.Via != "nri" || r.Namespaces["pid"].Result != oci.Targeted {
 		t.Errorf("after containerd's restart: record %+v, want targeted via nri", r)
+	}
+}
+
+// containerd 2.x takes its NRI plugin-sync lock for reading in
+// RemovePodSandbox, and again in the RemoveContainer that RemovePodSandbox
+// calls for each of the pod's containers. A plugin that registers meanwhile
+// asks for the lock for writing; the nested read then waits for it, and it
+// for the outer read: containerd's CRI hangs for good. The shim registers
+// again after every containerd restart. Pods removed through it, back to
+// back, while it does so must all go, and it must be on the NRI path again.
+func TestNRIRegistrationDuringPodRemoval(t *testing.T) {
+	requireNRI(t)
+	if !shimsUseNRI() {
+		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
+	}
+	s := startShim(t)
+	c := shimCRI(s)
+	const n = 10
+	pods := make([]pod, n)
+	for i := range pods {
+		pods[i] = runPod(t, c, ownMode)
+		run(t, c, pods[i], "app", pidOwn)
+	}
+	connected := func() int {
+		b, _ := os.ReadFile(s.LogPath())
+		return strings.Count(string(b), `msg="targeting path" via=nri`)
+	}
+	if err := env.Containerd.Restart(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// the shim connects to NRI again within nriRetry (a second) of losing
+	// it; the removals, some 300 ms each, span that moment
+	start := time.Now()
+	for i, p := range pods {
+		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := c.rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id})
+		cancel()
+		if err != nil {
+			t.Fatalf("RemovePodSandbox of pod %d of %d, %v after containerd's restart: %v\ncontainerd's log:\n%s",
+				i+1, n, time.Since(start).Round(time.Millisecond), err, env.Containerd.LogTail())
+		}
+	}
+	t.Logf("%d pods removed in %v after containerd's restart", n, time.Since(start).Round(time.Millisecond))
+	eventually(t, "the shim to connect to NRI again", func() bool { return connected() == 2 })
+	b, _ := os.ReadFile(s.LogPath())
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "waited") && strings.Contains(l, "NRI") {
+			t.Logf("shim: %s", l)
+		}
 	}
 }
 

@@ -17,12 +17,15 @@
 //	container_*.go, sandbox_remove.go  the intercepted methods' hooks
 //	pins.go            namespace pins on disk
 //	containerd.go      containerd's own API: task pids, stored specs
+//	nri.go             the shim as an NRI plugin: the create event's answer, the connection
+//	nri_gate.go        NRI registrations kept apart from forwarded RemovePodSandbox calls
 //	errors.go, reasons.go  coded errors, fallback reasons
 //
 // Errors are wrapped with context inside and turned into a gRPC status once,
 // in instrument (instrument.go); statuses from the backend pass through
 // unchanged.
 //
-// The package holds no lock of its own: what calls share is grpc's
-// connections, the health server, the pins on disk and containerd's state.
+// Besides the NRI plugin's state (nri.go, nri_gate.go), the package holds no
+// lock of its own: what calls share is grpc's connections, the health
+// server, the pins on disk and containerd's state.
 package server

@@ -67,6 +67,10 @@ type nriPlugin struct {
 	// tried is closed once the first connection attempt has an outcome.
 	tried     chan struct{}
 	triedOnce sync.Once
+	// gate keeps registrations and forwarded RemovePodSandbox calls apart;
+	// synced ends the registration in progress (Synchronize came).
+	gate   registrationGate
+	synced func()
 }
 
 // nriCall is one TARGET create that expects its NRI event.
@@ -100,19 +104,32 @@ func newNRIPlugin(socket string, log *logrus.Entry, onPath func(via, why string)
 // connects, waits for the connection to go, and connects again.
 func (p *nriPlugin) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		waited := time.Now()
+		registered, err := p.gate.registration(ctx)
+		if err != nil {
+			return
+		}
+		if d := time.Since(waited); d > time.Millisecond {
+			p.log.WithField("waited", d.Round(time.Millisecond)).Debug("NRI registration waited for RemovePodSandbox calls in the backend")
+		}
+		p.mu.Lock()
+		p.synced = registered
+		p.mu.Unlock()
 		closed := make(chan struct{})
 		var once sync.Once
 		st, err := stub.New(p, stub.WithPluginName(nriPluginName), stub.WithPluginIdx(nriPluginIndex),
 			stub.WithSocketPath(p.socket), stub.WithLogger(nriLogger{p.log}),
-			stub.WithOnClose(func() { once.Do(func() { close(closed) }) }))
+			stub.WithOnClose(func() { once.Do(func() { close(closed); registered() }) }))
 		if err == nil {
 			err = st.Start(ctx)
 		}
 		if err != nil {
+			registered()
 			p.set(false, fmt.Sprintf("NRI socket %s: %v", p.socket, err))
 		} else if v := st.RuntimeNRIVersion(); !semver.IsValid(v) || semver.Compare(v, nriMinVersion) < 0 {
 			p.set(false, fmt.Sprintf("the runtime's NRI version %q cannot adjust namespaces (needs %s)", v, nriMinVersion))
 			st.Stop()
+			registered()
 		} else {
 			p.set(true, fmt.Sprintf("connected to NRI %s at %s", v, p.socket))
 			select {
@@ -120,6 +137,7 @@ func (p *nriPlugin) run(ctx context.Context) {
 				p.set(false, "the NRI connection was lost")
 			case <-ctx.Done():
 				st.Stop()
+				registered()
 				p.set(false, "shutting down")
 				return
 			}
@@ -130,6 +148,35 @@ func (p *nriPlugin) run(ctx context.Context) {
 		case <-time.After(nriRetry):
 		}
 	}
+}
+
+// Synchronize is the runtime's first request once it has configured the
+// plugin. containerd sends it holding its plugin-sync lock for writing: no
+// RemovePodSandbox is inside containerd any more, and those that arrive now
+// wait for the lock at their first read. The registration is over as far as
+// the gate is concerned.
+func (p *nriPlugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.mu.Lock()
+	synced := p.synced
+	p.mu.Unlock()
+	if synced != nil {
+		synced()
+	}
+	return nil, nil
+}
+
+// removal counts a RemovePodSandbox into the backend once no registration
+// is in progress (registrationGate); done counts it out.
+func (p *nriPlugin) removal(ctx context.Context) (done func(), err error) {
+	waited := time.Now()
+	done, err = p.gate.removal(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("wait for the shim's NRI registration to finish: %w", err)
+	}
+	if d := time.Since(waited); d > time.Millisecond {
+		p.log.WithField("waited", d.Round(time.Millisecond)).Debug("RemovePodSandbox waited for the NRI registration")
+	}
+	return done, nil
 }
 
 // set records the connection's state and reports a change of path.

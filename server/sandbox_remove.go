@@ -5,9 +5,21 @@ import (
 )
 
 // removePodSandbox forwards the request unchanged and then releases the pins
-// of containers the backend no longer has (those of the removed pod).
+// of containers the backend no longer has (those of the removed pod). On NRI,
+// the request is not forwarded while the shim registers with the backend's
+// NRI, nor the other way round (registrationGate).
 func (t *targeter) removePodSandbox(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
-	out, err := fwd(ctx, raw)
+	done := func() {}
+	if t.nri != nil {
+		var err error
+		if done, err = t.nri.removal(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out, err := func() ([]byte, error) {
+		defer done()
+		return fwd(ctx, raw)
+	}()
 	if err != nil {
 		return nil, err
 	}

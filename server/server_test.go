@@ -59,6 +59,8 @@ type fakeBackend struct {
 	nextID     int
 	startGate  chan struct{} // when set, StartContainer waits for it to close...
 	startIn    chan struct{} // ...after telling this one it is in
+	// onRemovePod, when set, is called by RemovePodSandbox before it removes
+	onRemovePod func()
 }
 
 // count records one call of method.
@@ -191,6 +193,9 @@ func (b *fakeBackend) RemoveContainer(_ context.Context, req *runtimeapi.RemoveC
 }
 
 func (b *fakeBackend) RemovePodSandbox(_ context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
+	if b.onRemovePod != nil {
+		b.onRemovePod()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	kept := b.containers[:0]
