@@ -75,6 +75,14 @@ func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
 		NRIValidator: o.NRIValidator,
 	})
 	if err != nil {
+		if o.Dir == "" {
+			// made here: gone with the failure (Stop removes it once
+			// containerd ran; a failure before that, such as an unusable
+			// binary, leaves it), unless something is still mounted in it
+			if m, merr := MountsUnder(dir); merr == nil && len(m) == 0 {
+				os.RemoveAll(dir)
+			}
+		}
 		return nil, errors.Join(err, reg.Close())
 	}
 	return e, nil

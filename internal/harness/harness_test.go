@@ -249,3 +249,34 @@ func assertGone(t *testing.T, dir string, procs []Proc) {
 		t.Errorf("%s still exists after Close: %v", dir, err)
 	}
 }
+
+// A containerd that cannot start (here: no such binary) leaves no
+// directory behind when StartWith made it. Other packages' tests may make
+// theirs meanwhile: a dir left by this call is one made during it that is
+// still empty a second later (containerd fills its own at once).
+func TestStartFailureLeavesNoDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: running containerd and runc needs root")
+	}
+	before := map[string]bool{}
+	old, _ := filepath.Glob("/tmp/nst-*")
+	for _, d := range old {
+		before[d] = true
+	}
+	_, err := StartWith(context.Background(), EnvOptions{Binary: "/nonexistent/containerd"})
+	end := time.Now()
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/containerd") {
+		t.Fatalf("StartWith with no binary = %v, want an error naming it", err)
+	}
+	time.Sleep(time.Second)
+	now, _ := filepath.Glob("/tmp/nst-*")
+	for _, d := range now {
+		fi, err := os.Stat(d)
+		if before[d] || err != nil || fi.ModTime().After(end) {
+			continue
+		}
+		if entries, err := os.ReadDir(d); err == nil && len(entries) == 0 {
+			t.Errorf("the failed start left %s", d)
+		}
+	}
+}
