@@ -177,8 +177,9 @@ snippet packer.pkr.hcl >"$work/packer.pkr.hcl"
 check "the Dockerfile parses (BuildKit's parser and instructions, no warning)" bin/snippets-check dockerfile "$work/Dockerfile"
 check "the Packer template parses (HCL), with a file and a shell provisioner" bin/snippets-check packer "$work/packer.pkr.hcl"
 
-host_state() { # what of cri-nstarget this machine has
+host_state() { # what of cri-nstarget this machine has, and what /run holds
   dpkg-query -W -f '${Status} ${Version}\n' cri-nstarget 2>/dev/null || echo "no package"
+  ls -A /run | sed 's|^|/run/|'
   ls -d /etc/cri-nstarget /usr/bin/cri-nstarget /usr/lib/systemd/system/cri-nstarget.service \
     /etc/systemd/system/*/cri-nstarget.service /etc/systemd/system/cri-nstarget.service \
     /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf /var/lib/systemd/deb-systemd-helper-enabled/cri-nstarget.service.dsh-also 2>/dev/null || true
@@ -279,12 +280,14 @@ EOF
 cat >"$work/overlay.sh" <<'EOF'
 set -eu
 work=$1
-mount -t tmpfs tmpfs "$work/ov"
+# mount -n: a private mount namespace still writes to the host's /run, where
+# util-linux would record the mounts (/run/mount/utab)
+mount -n -t tmpfs tmpfs "$work/ov"
 mkdir -p "$work/ov/upper" "$work/ov/work" "$work/ov/root"
-mount -t overlay overlay -o "lowerdir=/,upperdir=$work/ov/upper,workdir=$work/ov/work" "$work/ov/root"
+mount -n -t overlay overlay -o "lowerdir=/,upperdir=$work/ov/upper,workdir=$work/ov/work" "$work/ov/root"
 r=$work/ov/root
-mount --rbind /proc "$r/proc"; mount --rbind /dev "$r/dev"; mount --rbind /sys "$r/sys"
-mount -t tmpfs tmpfs "$r/run"; mount -t tmpfs tmpfs "$r/tmp"
+mount -n --rbind /proc "$r/proc"; mount -n --rbind /dev "$r/dev"; mount -n --rbind /sys "$r/sys"
+mount -n -t tmpfs tmpfs "$r/run"; mount -n -t tmpfs tmpfs "$r/tmp"
 mkdir -p "$r/tmp/release-check"
 cp "$work/cri-nstarget.deb" "$work/cri-nstarget.rpm" "$work/expected-rpm" "$work/install-cri-nstarget.sh" "$work/dockerfile-run.sh" "$work/in-overlay.sh" "$work/expected-deb" "$r/tmp/release-check/"
 COPY_DST=$2 chroot "$r" /bin/bash /tmp/release-check/in-overlay.sh
@@ -307,7 +310,7 @@ while IFS= read -r line; do
 done <"$work/overlay.log"
 check "the overlay ran every step" bash -c "grep -q '^left: ' '$work/overlay.log'"
 host_state >"$work/host-after"
-check "this machine is as it was (no package, no files, no unit links)" diff "$work/host-before" "$work/host-after"
+check "this machine is as it was (no package, no files, no unit links, nothing new in /run)" diff "$work/host-before" "$work/host-after"
 
 echo "release-check: $passed passed, $failed failed"
 [ "$failed" = 0 ]
