@@ -40,6 +40,22 @@ func requireNRI(t *testing.T) {
 	t.Skip(why)
 }
 
+// requireNRIShims is requireNRI, and skips t when the shims are forced
+// onto the Update path (NSTARGET_SHIM_FLAGS).
+func requireNRIShims(t *testing.T) {
+	t.Helper()
+	requireNRI(t)
+	if !shimsUseNRI() {
+		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
+	}
+}
+
+// nriConnections is how many times shim s has logged taking the NRI path.
+func nriConnections(s *harness.Shim) int {
+	b, _ := os.ReadFile(s.LogPath())
+	return strings.Count(string(b), `msg="targeting path" via=nri`)
+}
+
 // shimsUseNRI: the backend has NRI, and the shims are not forced onto the
 // Update path (NSTARGET_SHIM_FLAGS).
 func shimsUseNRI() bool {
@@ -235,10 +251,7 @@ func TestNRIPinFailure(t *testing.T) {
 // the container is in the namespace the other plugin chose); a strict shim
 // refuses with FailedPrecondition, and containerd holds nothing.
 func TestNRIAnotherPluginSetsTheNamespace(t *testing.T) {
-	requireNRI(t)
-	if !shimsUseNRI() {
-		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
-	}
+	requireNRIShims(t)
 	sample := buildNRISample(t)
 	for _, idx := range []string{"10", "90"} {
 		for _, strict := range []bool{false, true} {
@@ -330,10 +343,7 @@ func runNRISample(t *testing.T, bin, idx string) (stop func()) {
 // through the Update path (the caller sees one create that targets), and
 // takes the Update path from then on.
 func TestNRINamespaceAdjustmentRefused(t *testing.T) {
-	requireNRI(t)
-	if !shimsUseNRI() {
-		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
-	}
+	requireNRIShims(t)
 	e, err := harness.StartWith(ctx(t), harness.EnvOptions{NRIValidator: "enable = true\nreject_namespace_adjustment = true"})
 	if err != nil {
 		t.Fatal(err)
@@ -404,23 +414,16 @@ func TestNRINamespaceAdjustmentRefused(t *testing.T) {
 // Update path meanwhile, connects again by itself, and targets through NRI
 // again.
 func TestNRIReconnectsAfterContainerdRestart(t *testing.T) {
-	requireNRI(t)
-	if !shimsUseNRI() {
-		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
-	}
+	requireNRIShims(t)
 	s := startShim(t)
 	c := shimCRI(s)
-	connected := func() int {
-		b, _ := os.ReadFile(s.LogPath())
-		return strings.Count(string(b), `msg="targeting path" via=nri`)
-	}
-	if n := connected(); n != 1 {
+	if n := nriConnections(s); n != 1 {
 		t.Fatalf("the shim logged the NRI path %d times at start, want once", n)
 	}
 	if err := env.Containerd.Restart(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the shim to connect to NRI again", func() bool { return connected() == 2 })
+	eventually(t, "the shim to connect to NRI again", func() bool { return nriConnections(s) == 2 })
 	b, _ := os.ReadFile(s.LogPath())
 	if !strings.Contains(string(b), `msg="targeting path" via=update why="the NRI connection was lost"`) {
 		t.Errorf("the lost connection was not logged:\n%s", b)
@@ -441,10 +444,7 @@ func TestNRIReconnectsAfterContainerdRestart(t *testing.T) {
 // again after every containerd restart. Pods removed through it, back to
 // back, while it does so must all go, and it must be on the NRI path again.
 func TestNRIRegistrationDuringPodRemoval(t *testing.T) {
-	requireNRI(t)
-	if !shimsUseNRI() {
-		t.Skip("the shims are forced onto the Update path (NSTARGET_SHIM_FLAGS)")
-	}
+	requireNRIShims(t)
 	s := startShim(t)
 	c := shimCRI(s)
 	const n = 10
@@ -452,10 +452,6 @@ func TestNRIRegistrationDuringPodRemoval(t *testing.T) {
 	for i := range pods {
 		pods[i] = runPod(t, c, ownMode)
 		run(t, c, pods[i], "app", pidOwn)
-	}
-	connected := func() int {
-		b, _ := os.ReadFile(s.LogPath())
-		return strings.Count(string(b), `msg="targeting path" via=nri`)
 	}
 	if err := env.Containerd.Restart(ctx(t)); err != nil {
 		t.Fatal(err)
@@ -473,7 +469,7 @@ func TestNRIRegistrationDuringPodRemoval(t *testing.T) {
 		}
 	}
 	t.Logf("%d pods removed in %v after containerd's restart", n, time.Since(start).Round(time.Millisecond))
-	eventually(t, "the shim to connect to NRI again", func() bool { return connected() == 2 })
+	eventually(t, "the shim to connect to NRI again", func() bool { return nriConnections(s) == 2 })
 	b, _ := os.ReadFile(s.LogPath())
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.Contains(l, "waited") && strings.Contains(l, "NRI") {
