@@ -37,7 +37,8 @@ var (
 const nobodyName = "nst/busybox-nobody:1"
 
 // hostDirs are where a kubelet or a runtime writes by default; the suite
-// fails if an entry appears in one of them and is still there at the end.
+// fails if an entry appears in one of them, or at the top of a cgroup
+// hierarchy, and is still there at the end.
 var hostDirs = []string{"/etc", "/run", "/var/run", "/var/lib", "/var/log", "/usr/libexec", "/opt"}
 
 func TestMain(m *testing.M) {
@@ -56,7 +57,12 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...)
 		return 1
 	}
-	before := entries(hostDirs)
+	cgroups, err := cluster.CgroupMounts()
+	if err != nil {
+		return fail("%v", err)
+	}
+	watched := append(append([]string(nil), hostDirs...), cgroups...)
+	before := entries(watched)
 	tmp, err := harness.TempDir("nse-")
 	if err != nil {
 		return fail("%v", err)
@@ -112,7 +118,7 @@ func runSuite(m *testing.M) (code int) {
 		if left := procsNaming(tmp); len(left) > 0 {
 			code = fail("processes left running: %v", left)
 		}
-		if added := newEntries(before, entries(hostDirs)); len(added) > 0 {
+		if added := newEntries(before, entries(watched)); len(added) > 0 {
 			code = fail("new entries outside the run's directory: %v", added)
 		}
 		if code != 0 {

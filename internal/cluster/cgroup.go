@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,20 +18,16 @@ import (
 // create for pods sits below it and goes with it.
 type cgroupRoot struct {
 	Name string   // e.g. "/nstarget-e2e-3f2a1c"
-	dirs []string // the directory in each hierarchy
+	dirs []string // Name in every cgroup mount: what remove and left cover
 }
 
-// hierarchies lists the mount points of the cgroup v1 hierarchies, or the
-// cgroup2 mount when there is no v1 hierarchy (a hybrid host's "unified"
-// mount holds no controllers, and the kubelet uses v1 there).
-func hierarchies() ([]string, error) {
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var v1, v2 []string
-	s := bufio.NewScanner(f)
+// cgroupMounts are the mount points of the cgroup hierarchies listed in
+// mounts (/proc/self/mounts): v1 (type cgroup) and v2 (cgroup2).
+type cgroupMounts struct{ v1, v2 []string }
+
+func parseCgroupMounts(mounts io.Reader) (cgroupMounts, error) {
+	var m cgroupMounts
+	s := bufio.NewScanner(mounts)
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
 		if len(fields) < 3 {
@@ -38,32 +35,63 @@ func hierarchies() ([]string, error) {
 		}
 		switch fields[2] {
 		case "cgroup":
-			v1 = append(v1, fields[1])
+			m.v1 = append(m.v1, fields[1])
 		case "cgroup2":
-			v2 = append(v2, fields[1])
+			m.v2 = append(m.v2, fields[1])
 		}
 	}
-	if err := s.Err(); err != nil {
-		return nil, err
+	return m, s.Err()
+}
+
+func readCgroupMounts() (cgroupMounts, error) {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return cgroupMounts{}, err
 	}
-	if len(v1) > 0 {
-		return v1, nil
-	}
-	if len(v2) > 0 {
-		return v2[:1], nil
+	defer f.Close()
+	return parseCgroupMounts(f)
+}
+
+// CgroupMounts lists the mount points of every cgroup hierarchy, v1 and v2.
+func CgroupMounts() ([]string, error) {
+	m, err := readCgroupMounts()
+	return m.all(), err
+}
+
+// all is every mount point, v1 then v2.
+func (m cgroupMounts) all() []string { return append(append([]string(nil), m.v1...), m.v2...) }
+
+// forKubelet lists where the kubelet's cgroup root must exist before it
+// starts: the v1 hierarchies, or the cgroup2 mount when there is no v1
+// hierarchy. A hybrid host's cgroup2 ("unified") mount holds no
+// controllers and the kubelet uses v1 there, but its cgroupfs manager still
+// makes its cgroups in that mount too: remove and left cover all of them.
+func (m cgroupMounts) forKubelet() ([]string, error) {
+	switch {
+	case len(m.v1) > 0:
+		return m.v1, nil
+	case len(m.v2) > 0:
+		return m.v2[:1], nil
 	}
 	return nil, errors.New("no cgroup hierarchy mounted")
 }
 
-// makeCgroupRoot creates name in every hierarchy. A new v1 cpuset cgroup
-// has no CPUs or memory nodes, so its parent's are copied in; on cgroup2
-// the controllers the kubelet needs are enabled for its children.
+// makeCgroupRoot creates name where the kubelet needs it. A new v1 cpuset
+// cgroup has no CPUs or memory nodes, so its parent's are copied in; on
+// cgroup2 the controllers the kubelet needs are enabled for its children.
 func makeCgroupRoot(name string) (_ *cgroupRoot, retErr error) {
-	hs, err := hierarchies()
+	m, err := readCgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	hs, err := m.forKubelet()
 	if err != nil {
 		return nil, err
 	}
 	cg := &cgroupRoot{Name: name}
+	for _, h := range m.all() {
+		cg.dirs = append(cg.dirs, filepath.Join(h, name))
+	}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, cg.remove())
@@ -74,7 +102,6 @@ func makeCgroupRoot(name string) (_ *cgroupRoot, retErr error) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return cg, fmt.Errorf("create cgroup %s: %w", dir, err)
 		}
-		cg.dirs = append(cg.dirs, dir)
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 			if v, err := os.ReadFile(filepath.Join(h, f)); err == nil {
 				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -98,9 +125,9 @@ func makeCgroupRoot(name string) (_ *cgroupRoot, retErr error) {
 }
 
 // remove removes the cgroup and every cgroup below it, deepest first, in
-// each hierarchy. A cgroup that still has processes cannot be removed; it is
-// retried for a few seconds (a killed process leaves its cgroup late) and
-// then reported.
+// every hierarchy, whoever made them. A cgroup that still has processes
+// cannot be removed; it is retried for a few seconds (a killed process
+// leaves its cgroup late) and then reported.
 func (cg *cgroupRoot) remove() error {
 	var errs []error
 	for _, dir := range cg.dirs {

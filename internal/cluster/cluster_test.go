@@ -112,3 +112,42 @@ func TestRemoveTree(t *testing.T) {
 		t.Errorf("removing it again: %v", err)
 	}
 }
+
+// The kubelet's root is made in the v1 hierarchies (or the one cgroup2
+// mount of a v2 host), and removed and checked in every cgroup mount: on a
+// hybrid host the kubelet also makes its cgroups in the controller-less
+// cgroup2 mount, and a run left them there.
+func TestCgroupMounts(t *testing.T) {
+	const (
+		v1     = "cgroup /sys/fs/cgroup/cpu cgroup rw,nosuid,cpu 0 0\ncgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+		hybrid = "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nsdelegate 0 0\n"
+		other  = "proc /proc proc rw 0 0\ntmpfs /sys/fs/cgroup tmpfs ro,mode=755 0 0\n"
+	)
+	for _, tc := range []struct {
+		name, mounts string
+		kubelet, all string
+		wantErr      bool
+	}{
+		{"v1", other + v1, "/sys/fs/cgroup/cpu /sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu /sys/fs/cgroup/memory", false},
+		{"hybrid", other + v1 + hybrid, "/sys/fs/cgroup/cpu /sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu /sys/fs/cgroup/memory /sys/fs/cgroup/unified", false},
+		{"v2", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "/sys/fs/cgroup", "/sys/fs/cgroup", false},
+		{"none", other, "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := parseCgroupMounts(strings.NewReader(tc.mounts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(m.all(), " "); got != tc.all {
+				t.Errorf("all = %q, want %q", got, tc.all)
+			}
+			hs, err := m.forKubelet()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("forKubelet error = %v, want error %v", err, tc.wantErr)
+			}
+			if got := strings.Join(hs, " "); got != tc.kubelet {
+				t.Errorf("forKubelet = %q, want %q", got, tc.kubelet)
+			}
+		})
+	}
+}
