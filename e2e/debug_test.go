@@ -215,9 +215,19 @@ func TestDebugTargetUserNamespaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if appUser := info(t, app.id()).RuntimeSpec; appUser.Linux == nil || len(appUser.Linux.UIDMappings) == 0 {
+	if spec := info(t, app.id()).RuntimeSpec; spec.Linux == nil || len(spec.Linux.UIDMappings) == 0 {
 		t.Fatalf("app of a hostUsers: false pod has no uid mappings in its spec (host user namespace %s)", self)
+	}
+	appUser := userLine(logs(t, "userns", "app"))
+	if appUser == "" || strings.HasPrefix(appUser, self+" ") {
+		t.Fatalf("app of a hostUsers: false pod printed user namespace %q; the host's is %s", appUser, self)
 	}
 	dbg, out := debug(t, "userns", "dbg-userns", busyboxImage, "--target=app")
 	checkTargeted(t, app, dbg, appNS, out)
+	// The debugger joins app's PID namespace from the pod's user namespace,
+	// never from the host's: same user namespace and uid map as app.
+	if got := userLine(out); got != appUser {
+		t.Errorf("%s's user namespace and uid map are %q; want app's %q (the host's namespace is %s)", dbg.Name, got, appUser, self)
+	}
+	t.Logf("%s and app: %s", dbg.Name, appUser)
 }

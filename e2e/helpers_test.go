@@ -40,18 +40,33 @@ func kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// appCmd prints the container's PID namespace, then sleeps with an argument
-// no other process has, so that ps output shows whether it is visible.
+// appCmd prints the container's PID namespace, then its user namespace and
+// uid map, then sleeps with an argument no other process has, so that ps
+// output shows whether it is visible.
 const appSleep = "3600001"
 
 func appCmd() []string {
-	return []string{"sh", "-c", "readlink /proc/self/ns/pid; exec sleep " + appSleep}
+	return []string{"sh", "-c", "readlink /proc/self/ns/pid; " + userCmd + "; exec sleep " + appSleep}
 }
 
-// probeCmd is what every debug container runs: its PID namespace, then the
-// processes it sees.
+// probeCmd is what every debug container runs: its PID namespace, its user
+// namespace and uid map, then the processes it sees.
 func probeCmd() []string {
-	return []string{"sh", "-c", "readlink /proc/self/ns/pid; ps -o pid,user,args"}
+	return []string{"sh", "-c", "readlink /proc/self/ns/pid; " + userCmd + "; ps -o pid,user,args"}
+}
+
+// userCmd prints "user:[inode] uid_map: inside outside count", read by
+// userLine.
+const userCmd = `echo "$(readlink /proc/self/ns/user) uid_map: $(cat /proc/self/uid_map)"`
+
+// userLine is the line of out that userCmd printed, its spaces squeezed.
+func userLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "user:[") {
+			return strings.Join(strings.Fields(l), " ")
+		}
+	}
+	return ""
 }
 
 // container is a pod's container, as a manifest says it.
