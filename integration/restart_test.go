@@ -30,8 +30,9 @@ func kubeletClient(t *testing.T, endpoint string) internalapi.RuntimeService {
 	t.Helper()
 	// kubelet's client logs every failed call; the test reads the codes
 	// itself, so the outage's dozens of lines are dropped
-	logger := logr.Discard()
-	rt, err := criclient.NewRemoteRuntimeService(endpoint, 10*time.Second, nil, &logger)
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	rt, err := criclient.NewRemoteRuntimeServiceBuilder().WithEndpoint(endpoint).
+		WithConnectionTimeout(10 * time.Second).Build(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

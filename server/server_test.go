@@ -29,7 +29,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
-	"k8s.io/klog/v2"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
@@ -698,8 +697,8 @@ func TestKubeletClientKeepsItsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	go r.server.Serve(lis)
-	logger := klog.Background()
-	rt, err := criclient.NewRemoteRuntimeService("unix://"+filepath.Join(dir, "cri.sock"), 10*time.Second, nil, &logger)
+	rt, err := criclient.NewRemoteRuntimeServiceBuilder().WithEndpoint("unix://"+filepath.Join(dir, "cri.sock")).
+		WithConnectionTimeout(10 * time.Second).Build(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
