@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
@@ -34,7 +35,7 @@ type containerdAPI struct {
 	ns         string
 }
 
-func newContainerdAPI(conn *grpc.ClientConn, ns string) containerdAPI {
+func newContainerdAPI(conn grpc.ClientConnInterface, ns string) containerdAPI {
 	return containerdAPI{containers: containers.NewContainersClient(conn), tasks: tasks.NewTasksClient(conn), ns: ns}
 }
 
@@ -112,8 +113,11 @@ func (c containerdAPI) EditSpec(ctx context.Context, id string, edit func(*specs
 	if err != nil {
 		return fmt.Errorf("containerd container %q: %w", id, err)
 	}
-	ctr.Spec.Value = raw
-	_, err = c.containers.Update(ctx, &containers.UpdateContainerRequest{Container: ctr, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"spec"}}})
+	// Only the spec is sent: the labels read may have been made valid
+	// UTF-8 (lenientConn), and the mask keeps containerd's own.
+	_, err = c.containers.Update(ctx, &containers.UpdateContainerRequest{
+		Container:  &containers.Container{ID: id, Spec: &anypb.Any{TypeUrl: ctr.GetSpec().GetTypeUrl(), Value: raw}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"spec"}}})
 	if err != nil {
 		return fmt.Errorf("update spec of containerd container %q: %w", id, err)
 	}

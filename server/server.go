@@ -84,8 +84,9 @@ type Server struct {
 // connects to containerd's NRI as a plugin, and keeps reconnecting, until
 // Shutdown.
 func New(opts Options) *Server {
-	api := newContainerdAPI(opts.Containerd, opts.ContainerdNamespace)
-	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(opts.Backend), api, api,
+	// the shim's own calls decode answers whatever labels containers carry
+	api := newContainerdAPI(lenientConn{opts.Containerd}, opts.ContainerdNamespace)
+	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(lenientConn{opts.Backend}), api, api,
 		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, intentDir{dir: filepath.Join(opts.StateDir, "intents")},
 		opts.Strict, opts.Log, opts.Metrics)
 	s.target.lookup = api
