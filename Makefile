@@ -67,6 +67,7 @@ race:
 # Each fuzz target for FUZZTIME (seeds in testdata/fuzz are also run by `unit`).
 FUZZTIME ?= 15s
 fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzCreate$$' -fuzztime $(FUZZTIME) ./criwire
 	$(GO) test -run '^$$' -fuzz '^FuzzPlanFor$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateID$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) ./oci

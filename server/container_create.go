@@ -8,11 +8,17 @@ import (
 	nriapi "github.com/containerd/nri/pkg/api"
 	"google.golang.org/grpc/codes"
 
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/oci"
-
-	"google.golang.org/protobuf/proto"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
+
+// tokenAnnotation is the NRI token's annotation, none for no token.
+func tokenAnnotation(token string) []criwire.Annotation {
+	if token == "" {
+		return nil
+	}
+	return []criwire.Annotation{{Key: annotationRequest, Value: token}}
+}
 
 // createContainer handles CreateContainer: requests without TARGET (or an
 // unknown NamespaceMode) go to the backend byte for byte. Otherwise the target
@@ -20,9 +26,10 @@ import (
 // request is forwarded with POD in place of TARGET, and the new container's
 // spec is pointed at pins of the target's namespaces.
 func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
-	req := new(runtimeapi.CreateContainerRequest)
-	if err := proto.Unmarshal(raw, req); err != nil {
-		return nil, invalidf("malformed CreateContainerRequest: %w", err)
+	req, err := criwire.ReadCreate(raw)
+	if err != nil {
+		// not protobuf: the backend answers it as it would directly
+		return fwd(ctx, raw)
 	}
 	p, err := planFor(req)
 	if err != nil {
@@ -44,7 +51,6 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	if err := t.strictErr(o); err != nil {
 		return nil, err
 	}
-	setPodModes(req)
 	// The NRI path: the request carries a token, and the answer to
 	// containerd's NRI event for the container it makes points it at the
 	// pins (adjust). checkPID is set below, before anything can call it.
@@ -55,12 +61,7 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		call := &nriCall{sandbox: o.sandbox, name: o.name, adjust: func(c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
 			return t.adjust(c, o, checkPID)
 		}}
-		if t.nri.expect(token, call) {
-			if req.Config.Annotations == nil {
-				req.Config.Annotations = map[string]string{}
-			}
-			req.Config.Annotations[annotationRequest] = token
-		} else {
+		if !t.nri.expect(token, call) {
 			token = ""
 		}
 	}
@@ -68,17 +69,18 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		_, why := t.nri.path()
 		return nil, coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", o.name, why)
 	}
-	b, err := proto.Marshal(req)
+	// TARGET (and unknown modes) become POD, with the token if any;
+	// everything else reaches the backend as it came.
+	b, err := criwire.RewriteCreate(raw, tokenAnnotation(token)...)
 	if err != nil {
 		if token != "" {
 			t.nri.settle(ctx, token)
 		}
-		return nil, fmt.Errorf("encode CreateContainerRequest: %w", err)
+		return nil, fmt.Errorf("rewrite CreateContainerRequest: %w", err)
 	}
 	// Written down before anything is created, removed once the answer is
 	// ready: a crash in between leaves a record that start-up reconciles.
-	in := intent{ID: newIntentID(), Sandbox: req.GetPodSandboxId(), Name: o.name,
-		Attempt: req.GetConfig().GetMetadata().GetAttempt(), Target: o.rec.Target}
+	in := intent{ID: newIntentID(), Sandbox: req.SandboxID, Name: o.name, Attempt: req.Attempt, Target: o.rec.Target}
 	if err := t.begin(in); err != nil {
 		return nil, err
 	}
@@ -148,7 +150,7 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 				}
 				recordOnly = true
 			}
-			out, viaNRI, err = t.forwardAgain(ctx, lctx, req, o, fwd, recordOnly)
+			out, viaNRI, err = t.forwardAgain(ctx, lctx, raw, o, fwd, recordOnly)
 			if !recordOnly {
 				token = "" // forwarded without one: the Update path is the plan
 			}
@@ -166,11 +168,10 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		}
 		return nil, err
 	}
-	resp := new(runtimeapi.CreateContainerResponse)
-	if err := proto.Unmarshal(out, resp); err != nil || resp.GetContainerId() == "" {
+	id, err := criwire.ContainerID(out)
+	if err != nil || id == "" {
 		return nil, fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", o.name, err)
 	}
-	id := resp.GetContainerId()
 	in.Container = id
 	if err := t.intents.Put(in); err != nil {
 		t.log.WithError(err).WithField("container", id).Warn("intent record: the container id could not be added; the reconciler finds it by name")
@@ -199,13 +200,12 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	return out, nil
 }
 
-// forwardAgain forwards req again after containerd failed it for an NRI
-// adjustment, without the token, or (recordOnly) with a new one whose event
-// is answered with the record alone (every namespace o targeted fell back).
-// It reports whether that answer was applied; if not, the Update path writes
-// what is left to write.
-func (t *targeter) forwardAgain(ctx, lctx context.Context, req *runtimeapi.CreateContainerRequest, o *outcome, fwd forwardFunc, recordOnly bool) ([]byte, bool, error) {
-	delete(req.Config.Annotations, annotationRequest)
+// forwardAgain forwards the request raw again after containerd failed it
+// for an NRI adjustment, without the token, or (recordOnly) with a new one
+// whose event is answered with the record alone (every namespace o targeted
+// fell back). It reports whether that answer was applied; if not, the Update
+// path writes what is left to write.
+func (t *targeter) forwardAgain(ctx, lctx context.Context, raw []byte, o *outcome, fwd forwardFunc, recordOnly bool) ([]byte, bool, error) {
 	token := ""
 	if recordOnly {
 		token = newToken()
@@ -219,15 +219,13 @@ func (t *targeter) forwardAgain(ctx, lctx context.Context, req *runtimeapi.Creat
 			adj.AddAnnotation(oci.AnnotationTargeting, rec)
 			return adj, nil
 		}}
-		if t.nri.expect(token, call) {
-			req.Config.Annotations[annotationRequest] = token
-		} else {
+		if !t.nri.expect(token, call) {
 			token = ""
 		}
 	}
-	b, err := proto.Marshal(req)
+	b, err := criwire.RewriteCreate(raw, tokenAnnotation(token)...)
 	if err != nil {
-		return nil, false, fmt.Errorf("encode CreateContainerRequest: %w", err)
+		return nil, false, fmt.Errorf("rewrite CreateContainerRequest: %w", err)
 	}
 	out, err := fwd(ctx, b)
 	answered := false

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
@@ -25,6 +26,15 @@ func createReq(sandbox string, ns *runtimeapi.NamespaceOption) *runtimeapi.Creat
 			Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}},
 		},
 	}
+}
+
+// asRead is what criwire.ReadCreate reads of req once on the wire.
+func asRead(req *runtimeapi.CreateContainerRequest) criwire.Create {
+	c := criwire.Create{SandboxID: req.GetPodSandboxId(), Name: req.GetConfig().GetMetadata().GetName(), Attempt: req.GetConfig().GetMetadata().GetAttempt()}
+	if ns := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions(); ns != nil {
+		c.Namespaces = &criwire.Namespaces{Network: ns.GetNetwork(), PID: ns.GetPid(), IPC: ns.GetIpc(), TargetID: ns.GetTargetId()}
+	}
+	return c
 }
 
 func pidTarget(id string) *runtimeapi.NamespaceOption {

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
@@ -18,11 +18,12 @@ import (
 // runc would fail with a cryptic error, so the shim falls back to the pod's
 // namespace (or, strict, fails and removes the container).
 func (t *targeter) startContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
-	req := new(runtimeapi.StartContainerRequest)
-	if err := proto.Unmarshal(raw, req); err != nil {
-		return nil, invalidf("malformed StartContainerRequest: %w", err)
+	cid, err := criwire.ContainerID(raw)
+	if err != nil {
+		// not protobuf: the backend answers it as it would directly
+		return fwd(ctx, raw)
 	}
-	id, err := t.pinnedID(ctx, req.GetContainerId())
+	id, err := t.pinnedID(ctx, cid)
 	if err != nil {
 		return nil, err
 	}

@@ -9,11 +9,13 @@
 //	server.go          the grpc.Server: options and bounds, method registration, Serve, Shutdown
 //	passthrough.go     raw forwarding of unary calls and streams (grpc-proxy's pattern)
 //	codec.go           the raw codec: messages stay bytes in grpc's buffers
+//	lenient.go         the shim's own typed calls: answers decode whatever labels they carry
 //	instrument.go      the boundary every call passes: status, panics, metrics, logs
 //	health.go          grpc.health.v1 on the CRI socket
 //	socket.go          the CRI socket: stale socket, mode, group
 //	target.go          the targeting type: prepare, finish, checkPID, report, discard
-//	target_validate.go what a CreateContainer asks for (plan), id validation
+//	target_validate.go what a CreateContainer asks for (plan), id validation; the
+//	                   request itself is read and rewritten as wire bytes (criwire)
 //	container_*.go, sandbox_remove.go  the intercepted methods' hooks
 //	pins.go            namespace pins on disk
 //	containerd.go      containerd's own API: task pids, stored specs

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -43,6 +44,7 @@ type fakeBackend struct {
 	mu         sync.Mutex
 	containers []*runtimeapi.Container
 	created    []*runtimeapi.CreateContainerRequest
+	createdRaw [][]byte // each CreateContainerRequest as it came on the wire
 	started    []string
 	removed    []string
 	lastMD     metadata.MD
@@ -60,6 +62,23 @@ type fakeBackend struct {
 	startIn    chan struct{} // ...after telling this one it is in
 	// onRemovePod, when set, is called by RemovePodSandbox before it removes
 	onRemovePod func()
+}
+
+// recordingCodec is the fake backend's codec: it keeps each
+// CreateContainerRequest's bytes, and decodes what a cri-api Go type
+// cannot hold (strings that are not UTF-8) as containerd 1.6 (gogo) does,
+// leniently.
+type recordingCodec struct{ b *fakeBackend }
+
+func (recordingCodec) Name() string                           { return "proto" }
+func (recordingCodec) Marshal(v any) (mem.BufferSlice, error) { return lenientCodec{}.Marshal(v) }
+func (c recordingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if _, ok := v.(*runtimeapi.CreateContainerRequest); ok {
+		c.b.mu.Lock()
+		c.b.createdRaw = append(c.b.createdRaw, data.Materialize())
+		c.b.mu.Unlock()
+	}
+	return lenientCodec{}.Unmarshal(data, v)
 }
 
 // count records one call of method.
@@ -412,7 +431,8 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 		pins:    &fakePins{held: map[string]map[namespaces.Kind]string{}},
 		live:    true,
 	}
-	bs := grpc.NewServer(grpc.UnknownServiceHandler(futureRPC), grpc.MaxRecvMsgSize(MaxMsgSize), grpc.MaxSendMsgSize(MaxMsgSize))
+	bs := grpc.NewServer(grpc.UnknownServiceHandler(futureRPC), grpc.MaxRecvMsgSize(MaxMsgSize), grpc.MaxSendMsgSize(MaxMsgSize),
+		grpc.ForceServerCodecV2(recordingCodec{r.backend}))
 	runtimeapi.RegisterRuntimeServiceServer(bs, r.backend)
 	runtimeapi.RegisterImageServiceServer(bs, r.backend)
 	r.backendLis = bufconn.Listen(1 << 20)
@@ -697,7 +717,7 @@ func TestKubeletClientKeepsItsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	go r.server.Serve(lis)
-	rt, err := criclient.NewRemoteRuntimeServiceBuilder().WithEndpoint("unix://"+filepath.Join(dir, "cri.sock")).
+	rt, err := criclient.NewRemoteRuntimeServiceBuilder().WithEndpoint("unix://" + filepath.Join(dir, "cri.sock")).
 		WithConnectionTimeout(10 * time.Second).Build(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
@@ -146,8 +147,8 @@ func (o *outcome) close() {
 // prepare resolves the target and opens its namespaces. Errors are the
 // caller's (InvalidArgument, NotFound, FailedPrecondition); whatever keeps
 // targeting from being honoured otherwise becomes a fallback in the outcome.
-func (t *targeter) prepare(ctx context.Context, req *runtimeapi.CreateContainerRequest, p *plan) (*outcome, error) {
-	o := &outcome{name: containerName(req), rec: oci.Record{Target: p.target, Namespaces: map[string]oci.NamespaceRecord{}}}
+func (t *targeter) prepare(ctx context.Context, req criwire.Create, p *plan) (*outcome, error) {
+	o := &outcome{name: req.Name, rec: oci.Record{Target: p.target, Namespaces: map[string]oci.NamespaceRecord{}}}
 	for _, u := range p.unknown {
 		o.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
 			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
@@ -244,8 +245,8 @@ func (o *outcome) unconfirmed(err error) {
 
 // resolveTarget finds the target, also resolving an unambiguous id prefix
 // to the full id, and checks that it is in the request's pod.
-func (t *targeter) resolveTarget(ctx context.Context, req *runtimeapi.CreateContainerRequest, id string) (*runtimeapi.Container, error) {
-	name, sandbox := containerName(req), req.GetPodSandboxId()
+func (t *targeter) resolveTarget(ctx context.Context, req criwire.Create, id string) (*runtimeapi.Container, error) {
+	name, sandbox := req.Name, req.SandboxID
 	tc, err := t.findTarget(ctx, name, id)
 	if err != nil {
 		return nil, err
@@ -667,20 +668,6 @@ func (t *targeter) report(id string, o *outcome) {
 			log.WithFields(logrus.Fields{"namespace": kind, "inode": r.Inode, "pin": r.Path}).Info("container joins the target's namespace")
 		}
 	}
-}
-
-// setPodModes replaces TARGET and unknown modes with POD, so that the
-// backend does nothing special.
-func setPodModes(req *runtimeapi.CreateContainerRequest) {
-	o := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
-	for _, m := range []*runtimeapi.NamespaceMode{&o.Pid, &o.Ipc, &o.Network} {
-		switch *m {
-		case runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_NODE:
-		default:
-			*m = runtimeapi.NamespaceMode_POD
-		}
-	}
-	o.TargetId = ""
 }
 
 // codeOf picks the code for a failure to reach the target: Unavailable when

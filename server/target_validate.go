@@ -5,6 +5,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
@@ -28,8 +29,8 @@ type unknownMode struct {
 
 // planFor validates the namespace options of a CreateContainer request and
 // returns nil when the shim has nothing to do (no TARGET, no unknown mode).
-func planFor(req *runtimeapi.CreateContainerRequest) (*plan, error) {
-	opts := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
+func planFor(req criwire.Create) (*plan, error) {
+	opts := req.Namespaces
 	if opts == nil {
 		return nil, nil
 	}
@@ -37,12 +38,12 @@ func planFor(req *runtimeapi.CreateContainerRequest) (*plan, error) {
 	for _, o := range []struct {
 		kind string
 		mode runtimeapi.NamespaceMode
-	}{{"pid", opts.GetPid()}, {"ipc", opts.GetIpc()}, {"network", opts.GetNetwork()}} {
+	}{{"pid", opts.PID}, {"ipc", opts.IPC}, {"network", opts.Network}} {
 		switch o.mode {
 		case runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_NODE:
 		case runtimeapi.NamespaceMode_TARGET:
 			if o.kind == "network" {
-				return nil, invalidf("container %q: NamespaceMode TARGET is not supported for the network namespace (allowed: pid, ipc); all containers of a pod share its network namespace", containerName(req))
+				return nil, invalidf("container %q: NamespaceMode TARGET is not supported for the network namespace (allowed: pid, ipc); all containers of a pod share its network namespace", req.Name)
 			}
 			p.kinds = append(p.kinds, namespaces.Kind(o.kind))
 		default:
@@ -53,10 +54,10 @@ func planFor(req *runtimeapi.CreateContainerRequest) (*plan, error) {
 		return nil, nil
 	}
 	if len(p.kinds) > 0 {
-		if err := validateID(opts.GetTargetId()); err != nil {
-			return nil, invalidf("container %q: NamespaceMode TARGET for %v: %w", containerName(req), p.kinds, err)
+		if err := validateID(opts.TargetID); err != nil {
+			return nil, invalidf("container %q: NamespaceMode TARGET for %v: %w", req.Name, p.kinds, err)
 		}
-		p.target = opts.GetTargetId()
+		p.target = opts.TargetID
 	}
 	return p, nil
 }
@@ -93,8 +94,4 @@ func clip(s string) string {
 		return s
 	}
 	return s[:80] + "..."
-}
-
-func containerName(req *runtimeapi.CreateContainerRequest) string {
-	return req.GetConfig().GetMetadata().GetName()
 }

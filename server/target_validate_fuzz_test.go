@@ -9,12 +9,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 )
 
 // FuzzPlanFor feeds arbitrary CreateContainerRequest bytes to the
 // validation: it must never panic, refuse only with InvalidArgument, accept
-// only well-formed target ids, and leave no TARGET or unknown mode for the
-// backend after setPodModes.
+// only well-formed target ids, and ask for nothing when every mode is known.
+// (criwire.FuzzCreate holds the reading and the rewrite to protobuf-go.)
 func FuzzPlanFor(f *testing.F) {
 	for _, ns := range []*runtimeapi.NamespaceOption{
 		nil, {}, pidTarget("abc"), pidTarget(""), pidTarget("../x"), pidTarget(strings.Repeat("a", 200)),
@@ -24,11 +26,10 @@ func FuzzPlanFor(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		req := new(runtimeapi.CreateContainerRequest)
-		if proto.Unmarshal(b, req) != nil {
-			return
+		req, err := criwire.ReadCreate(b)
+		if err != nil {
+			return // forwarded as it came
 		}
-		opts := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
 		p, err := planFor(req)
 		if err != nil {
 			if c := status.Code(toStatus(err)); c != codes.InvalidArgument {
@@ -36,27 +37,15 @@ func FuzzPlanFor(f *testing.F) {
 			}
 			return
 		}
+		opts := req.Namespaces
 		if p == nil {
-			for _, m := range []runtimeapi.NamespaceMode{opts.GetPid(), opts.GetIpc(), opts.GetNetwork()} {
-				if m < 0 || m > runtimeapi.NamespaceMode_NODE {
-					t.Fatalf("mode %v let through untouched", m)
-				}
+			if opts != nil && (!criwire.Known(opts.PID) || !criwire.Known(opts.IPC) || !criwire.Known(opts.Network)) {
+				t.Fatalf("modes %+v let through untouched", opts)
 			}
 			return
 		}
-		if len(p.kinds) > 0 {
-			if validateID(p.target) != nil || p.target != opts.GetTargetId() {
-				t.Fatalf("accepted target %q", p.target)
-			}
-		}
-		setPodModes(req)
-		for _, m := range []runtimeapi.NamespaceMode{opts.GetPid(), opts.GetIpc(), opts.GetNetwork()} {
-			if m < 0 || m > runtimeapi.NamespaceMode_NODE {
-				t.Fatalf("mode %v forwarded to the backend", m)
-			}
-		}
-		if opts.GetTargetId() != "" {
-			t.Fatal("target_id forwarded to the backend")
+		if len(p.kinds) > 0 && (validateID(p.target) != nil || p.target != opts.TargetID) {
+			t.Fatalf("accepted target %q", p.target)
 		}
 	})
 }

@@ -42,7 +42,7 @@ func TestPlanFor(t *testing.T) {
 		{desc: "longest allowed", ns: pidTarget(strings.Repeat("a", maxIDLen)), plan: true, kinds: []namespaces.Kind{namespaces.PID}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			p, err := planFor(createReq("sb", tc.ns))
+			p, err := planFor(asRead(createReq("sb", tc.ns)))
 			if got := status.Code(toStatus(err)); got != tc.code {
 				t.Fatalf("code = %v (%v), want %v", got, err, tc.code)
 			}
