@@ -198,7 +198,7 @@ install: shim
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/cri-nstarget
 	install -m 0644 $(INSTALL_OUT)/cri-nstarget.service $(DESTDIR)$(UNITDIR)/cri-nstarget.service
 	install -m 0644 docs/cri-nstarget.8 $(DESTDIR)$(MANDIR)/man8/cri-nstarget.8
-	install -m 0644 README.md docs/operations.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 README.md docs/operations.md LICENSE $(DESTDIR)$(DOCDIR)/
 	install -m 0644 config/default.toml $(DESTDIR)$(DOCDIR)/examples/config.toml
 	install -m 0644 $(INSTALL_OUT)/20-cri-nstarget.conf $(DESTDIR)$(DOCDIR)/examples/kubelet.service.d/20-cri-nstarget.conf
 	@if [ -e $(INSTALL_CONF) ]; then echo "keeping $(INSTALL_CONF); the defaults are in $(DOCDIR)/examples/config.toml"; \
@@ -212,7 +212,7 @@ uninstall:
 			echo "rm -f $(INSTALL_CONF)"; rm -f $(INSTALL_CONF); \
 		else echo "keeping $(INSTALL_CONF): it was changed"; fi; fi
 	rm -f $(DESTDIR)$(BINDIR)/cri-nstarget $(DESTDIR)$(UNITDIR)/cri-nstarget.service \
-		$(DESTDIR)$(MANDIR)/man8/cri-nstarget.8 $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/operations.md \
+		$(DESTDIR)$(MANDIR)/man8/cri-nstarget.8 $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/operations.md $(DESTDIR)$(DOCDIR)/LICENSE \
 		$(DESTDIR)$(DOCDIR)/examples/config.toml $(DESTDIR)$(DOCDIR)/examples/kubelet.service.d/20-cri-nstarget.conf
 	-@rmdir $(DESTDIR)$(SYSCONFDIR)/cri-nstarget $(DESTDIR)$(DOCDIR)/examples/kubelet.service.d \
 		$(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true

@@ -27,6 +27,7 @@ d=$work/root
 quiet_make install DESTDIR="$d"
 expected="0644 etc/cri-nstarget/config.toml
 0644 usr/local/lib/systemd/system/cri-nstarget.service
+0644 usr/local/share/doc/cri-nstarget/LICENSE
 0644 usr/local/share/doc/cri-nstarget/README.md
 0644 usr/local/share/doc/cri-nstarget/examples/config.toml
 0644 usr/local/share/doc/cri-nstarget/examples/kubelet.service.d/20-cri-nstarget.conf
