@@ -225,7 +225,7 @@ config/default.toml: config/config.go
 	$(GO) run ./cmd/cri-nstarget config default >$@.tmp && mv $@.tmp $@
 
 # Conformance (docs/conformance.md): the TARGET suite (conformance/, any CRI
-# endpoint) and critest v1.34.0, against a private containerd, directly and
+# endpoint) and critest $(CRITEST_VERSION), against a private containerd, directly and
 # through the shim; critest must pass the same specs both ways.
 #   make conformance-ci             containerd 1.6 (Debian): suite + critest parity (~3.5 min)
 #   make conformance-ci-containerd2 the same on containerd 2.4 with runc 1.5.2 (hack/containerd2.sh
@@ -234,6 +234,8 @@ config/default.toml: config/config.go
 #   make conformance                all three, then the tables in docs/conformance.md
 # critest and its stand-in binary are built from their own module
 # (hack/critest/go.mod), so their dependencies never touch go.mod.
+# critest's version is named once, in hack/critest/go.mod.
+CRITEST_VERSION := $(shell sed -n 's|^require sigs.k8s.io/cri-tools \(v[^ ]*\).*|\1|p' hack/critest/go.mod)
 CONFORMANCE_OUT ?= bin/conformance
 CRITEST_SKIP    ?= hack/critest/skip.txt
 CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite bin/nstarget-conformance \
@@ -247,7 +249,7 @@ conformance-tools: build
 	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
 	cd hack/critest && CGO_ENABLED=0 $(GO) build -o ../../bin/critest-standin ./standin
 	cd hack/critest && $(GO) test -c -o ../../bin/critest \
-		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=v1.34.0" sigs.k8s.io/cri-tools/cmd/critest
+		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRITEST_VERSION)" sigs.k8s.io/cri-tools/cmd/critest
 
 conformance-ci: deps conformance-tools
 	$(LEG) $(CONFORMANCE_RUN) --backend containerd-1.6 --containerd containerd
@@ -274,7 +276,7 @@ conformance-report:
 	bin/nstarget-matrix report --docs docs/conformance.md $(CONFORMANCE_OUT)
 
 # critest -benchmark (docs/benchmarks.md), nstarget-bench's critest mode:
-# critest v1.34.0's benchmark specs against a private containerd 1.6, directly
+# critest's benchmark specs against a private containerd 1.6, directly
 # and through the shim, in alternating rounds, then a side-by-side table
 # (bin/bench-critest/summary.md).
 # About 2.5 minutes; BENCH_CRITEST_ARGS e.g. "-rounds 12 -pods 40 -containers 40 -images 40" (about 7).

@@ -168,8 +168,8 @@ func critestBench(ctx context.Context, o critestOptions) (err error) {
 
 	table := benchTable(results["direct"], results["shim"])
 	specs := specTable(results["direct"], results["shim"], o.rounds)
-	summary := fmt.Sprintf("%s, %s, critest v1.34.0 -benchmark, %d rounds a side, alternating; params %s; %s\n\n%s\n%s",
-		o.backend, version, o.rounds, compactJSON(b), time.Since(start).Round(time.Second), table, specs)
+	summary := fmt.Sprintf("%s, %s, critest %s -benchmark, %d rounds a side, alternating; params %s; %s\n\n%s\n%s",
+		o.backend, version, critest.Version(critest.GoMod), o.rounds, compactJSON(b), time.Since(start).Round(time.Second), table, specs)
 	fmt.Print("\n" + summary)
 	if err := os.WriteFile(filepath.Join(o.out, "summary.md"), []byte(summary), 0o644); err != nil {
 		failures = append(failures, err)

@@ -86,3 +86,16 @@ func TestRunOrder(t *testing.T) {
 		t.Errorf("order %q, want %q", runs, want)
 	}
 }
+
+func TestFailureReason(t *testing.T) {
+	reasons, err := parseSkipList([]byte("Idempotence StopContainer | containerd 1.6 answers NotFound\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := failureReason(reasons, "[k8s.io] Idempotence StopContainer should not return an error if not found"); got != "containerd 1.6 answers NotFound" {
+		t.Errorf("reason %q", got)
+	}
+	if got := failureReason(reasons, "[k8s.io] Image Manager something"); !strings.Contains(got, "no reason recorded") {
+		t.Errorf("an unknown failure got the reason %q", got)
+	}
+}

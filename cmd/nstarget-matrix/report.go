@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/critest"
 )
 
 // The generated part of the docs page sits between these lines.
@@ -36,11 +38,16 @@ type suiteReport struct {
 func reportCmd(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ExitOnError)
 	docs := fs.String("docs", "", "rewrite the generated block of this markdown file (default: print the block)")
+	known := fs.String("critest-known-failures", "hack/critest/known-failures.txt", "why critest specs fail directly (REGEXP | reason)")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("report: want the reports directory")
 	}
-	block, err := renderReport(fs.Arg(0))
+	reasons, err := readSkipList(*known)
+	if err != nil {
+		return err
+	}
+	block, err := renderReport(fs.Arg(0), reasons)
 	if err != nil {
 		return err
 	}
@@ -79,7 +86,7 @@ func splitRun(name string) (backend, mode string) {
 	return name, ""
 }
 
-func renderReport(dir string) (string, error) {
+func renderReport(dir string, reasons []skipEntry) (string, error) {
 	var b strings.Builder
 	b.WriteString(beginMarker + "\n")
 
@@ -177,7 +184,7 @@ func renderReport(dir string) (string, error) {
 	}
 	slices.SortFunc(critRuns, runOrder)
 	if len(critRuns) > 0 {
-		b.WriteString("\n### critest v1.34.0\n\n| run | passed | failed | skipped | time |\n|---|---|---|---|---|\n")
+		fmt.Fprintf(&b, "\n### critest %s\n\n| run | passed | failed | skipped | time |\n|---|---|---|---|---|\n", critest.Version(critest.GoMod))
 		for _, run := range critRuns {
 			r := crit[run]
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f s |\n", run, len(r.Passed), len(r.Failed), len(r.Skipped), r.Seconds)
@@ -199,7 +206,10 @@ func renderReport(dir string) (string, error) {
 				fmt.Fprintf(&b, "- %s parity: **differs**; passing only directly: %s; only through the shim: %s.\n", backend, quoteList(d.onlyBase), quoteList(d.onlyOther))
 			}
 			if len(crit[run].Failed) > 0 {
-				fmt.Fprintf(&b, "  Failing directly (and so expected through the shim): %s.\n", quoteList(crit[run].Failed))
+				fmt.Fprintf(&b, "  Failing directly (and so expected through the shim), each with its reason:\n")
+				for _, spec := range crit[run].Failed {
+					fmt.Fprintf(&b, "  - “%s”: %s\n", spec, failureReason(reasons, spec))
+				}
 			}
 		}
 	}
@@ -240,6 +250,16 @@ func cell(r suiteReport, c string) string {
 		}
 	}
 	return "–"
+}
+
+// failureReason is the reason recorded for a spec that fails directly.
+func failureReason(reasons []skipEntry, spec string) string {
+	for _, r := range reasons {
+		if ok, _ := regexp.MatchString(r.pattern, spec); ok {
+			return r.reason
+		}
+	}
+	return "**no reason recorded** (hack/critest/known-failures.txt)"
 }
 
 func quoteList(l []string) string {

@@ -4,4 +4,4 @@ go 1.26.8
 
 tool sigs.k8s.io/cri-tools/cmd/critest
 
-require sigs.k8s.io/cri-tools v1.34.0 // indirect
+require sigs.k8s.io/cri-tools v1.37.0 // indirect

@@ -1,4 +1,4 @@
-// Package critest is what running cri-tools' critest v1.34.0 against a
+// Package critest is what running cri-tools' critest (the version hack/critest/go.mod names) against a
 // private containerd needs, for the conformance matrix (cmd/nstarget-matrix)
 // and critest -benchmark (cmd/nstarget-bench critest) alike: stand-ins for the
 // images critest pulls, the registries it pulls them from (aliased to the

@@ -7,9 +7,11 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
-// Aliases are the registries critest v1.34.0 pulls from; containerd sends
+// Aliases are the registries critest pulls from; containerd sends
 // them to the local registry (hosts.toml, plain HTTP).
-var Aliases = []string{"registry.k8s.io", "gcr.io"}
+// k8s.gcr.io is the old name of registry.k8s.io: critest pulls pause:3.9
+// from both and expects the same image.
+var Aliases = []string{"registry.k8s.io", "gcr.io", "k8s.gcr.io"}
 
 // /etc/passwd and /etc/group of the busybox images critest's images are
 // built FROM (busybox:1.37.0).
@@ -53,7 +55,7 @@ nogroup:x:65534:
 `
 )
 
-// Images builds stand-ins for the images critest v1.34.0 pulls
+// Images builds stand-ins for the images critest pulls
 // (pkg/validate/consts.go, pkg/framework/util.go, images/ in cri-tools),
 // keyed "repository:tag" as the local registry serves them. Each is the
 // given static busybox plus what the original's Dockerfile adds. The image
@@ -87,7 +89,9 @@ func Images(busybox, standin string) (map[string]*harness.Image, error) {
 		{[]string{k8s + "busybox:1.29-2"}, harness.ImageOptions{Cmd: []string{"sh"}, Files: with()}},
 		// The sandbox image: a pause process that is not named "sleep"
 		// (critest pgreps for sleep in pods that share the PID namespace).
-		{[]string{harness.PauseName}, harness.ImageOptions{Cmd: []string{"/pause"}, Files: with(as("pause", 0o755))}},
+		// pause:3.9 is also the image critest pulls from two registries
+		// (registry.k8s.io, k8s.gcr.io) for the same image id.
+		{[]string{harness.PauseName, "pause:3.9"}, harness.ImageOptions{Cmd: []string{"/pause"}, Files: with(as("pause", 0o755))}},
 		{[]string{k8s + "nginx:1.14-2"}, harness.ImageOptions{Cmd: []string{"/usr/sbin/nginx", "-g", "daemon off;"}, Files: with(as("usr/sbin/nginx", 0o755))}},
 		{[]string{k8s + "httpd:2.4.39-4"}, harness.ImageOptions{Cmd: []string{"/usr/sbin/httpd"}, Files: with(as("usr/sbin/httpd", 0o755))}},
 		{[]string{k8s + "nonewprivs:1.3"}, harness.ImageOptions{Cmd: []string{"/usr/bin/nnp"}, Files: with(as("usr/bin/nnp", 0o4755))}},
@@ -126,7 +130,7 @@ func Images(busybox, standin string) (map[string]*harness.Image, error) {
 // Aliases: its image benchmarks use public.ecr.aws/docker/library/busybox.
 var BenchAliases = []string{"public.ecr.aws"}
 
-// BenchImageTags are the busybox tags critest v1.34.0's image benchmarks name
+// BenchImageTags are the busybox tags critest's image benchmarks name
 // (pkg/benchmark/image.go, the amd64 list): the first is pulled and removed,
 // all of them are removed after each image spec.
 var BenchImageTags = []string{"1.35.0-glibc", "1-uclibc", "1", "1-glibc", "1-musl"}
