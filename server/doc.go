@@ -18,6 +18,9 @@
 //	                   request itself is read and rewritten as wire bytes (criwire)
 //	container_*.go, sandbox_remove.go  the intercepted methods' hooks
 //	pins.go            namespace pins on disk
+//	intents.go         records of creates in flight, for crash recovery
+//	reconcile.go       start-up and periodic reconciling of those records and of stale pins
+//	failpoint*.go      crash points for the crash tests (build tag failpoints)
 //	containerd.go      containerd's own API: task pids, stored specs
 //	nri.go             the shim as an NRI plugin: the create event's answer, the connection
 //	nri_gate.go        NRI registrations kept apart from forwarded RemovePodSandbox calls
@@ -27,7 +30,17 @@
 // in instrument (instrument.go); statuses from the backend pass through
 // unchanged.
 //
-// Besides the NRI plugin's state (nri.go, nri_gate.go), the package holds no
-// lock of its own: what calls share is grpc's connections, the health
-// server, the pins on disk and containerd's state.
+// Locks, and what each guards (each is also said on its struct):
+//
+//	targeter.reconcileMu  one reconcile at a time (reconcile.go); taken before flights.mu
+//	flights.mu            the ids of creates in flight (reconcile.go)
+//	nriPlugin.mu          the NRI connection's state and its table of calls (nri.go)
+//	registrationGate.mu   registrations against forwarded RemovePodSandbox calls (nri_gate.go)
+//
+// No lock is held across a call to the backend. A create's outcome has one
+// owner at a time: the create's handler, except while its NRI event is
+// being answered (adjust, on the NRI stub's goroutine); settle hands it
+// back only once that answer is done (nri.go). Besides these, what calls
+// share is grpc's connections, the health server, the pins on disk and
+// containerd's state.
 package server

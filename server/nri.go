@@ -56,6 +56,8 @@ type nriPlugin struct {
 	// onPath is told the path targeting takes now, at each change.
 	onPath func(via, why string)
 
+	// mu guards calls, usable, gen, why, refused and each call's state,
+	// gen and err; a leaf: nothing else is locked while it is held.
 	mu     sync.Mutex
 	calls  map[string]*nriCall // by token
 	usable bool                // connected to an NRI that adjusts namespaces
@@ -242,8 +244,14 @@ func (p *nriPlugin) expect(token string, c *nriCall) bool {
 // settle ends the wait for token's event once the backend answered the
 // create. It reports whether the event was answered on a connection that
 // is still up (so containerd applied the adjustment): a call whose event
-// never came, or came on a connection lost since, is not. A call whose
-// event is being answered is waited for, up to ctx.
+// never came, or came on a connection lost since, is not.
+//
+// A call whose event is being answered (claimed) is waited for until its
+// answer is done, past ctx: the answer (adjust) writes the create's
+// outcome, and once settle returns the create's handler does, so the
+// outcome has one owner at a time. The answer cannot outlive the create's
+// late steps: its only wait (the pid's confirmation) ends with the same
+// context. ctx only bounds how long settle logs nothing.
 func (p *nriPlugin) settle(ctx context.Context, token string) (answered bool, err error) {
 	p.mu.Lock()
 	c := p.calls[token]
@@ -259,6 +267,8 @@ func (p *nriPlugin) settle(ctx context.Context, token string) (answered bool, er
 	select {
 	case <-c.done:
 	case <-ctx.Done():
+		p.log.WithField("token", token).Warn("the create's context ended while its NRI event is being answered; waiting for the answer")
+		<-c.done
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

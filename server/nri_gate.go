@@ -26,6 +26,7 @@ import (
 // kubelet's calls, only the other way round (by the length of a
 // registration, milliseconds). The zero value is ready to use.
 type registrationGate struct {
+	// mu guards the fields below; a leaf (then, in waitUntil, takes no lock).
 	mu       sync.Mutex
 	removals int    // RemovePodSandbox calls in the backend
 	reg      uint64 // the registration in progress, 0 for none

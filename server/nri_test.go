@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,5 +291,42 @@ func TestCreateViaNRIPinsSurviveASweep(t *testing.T) {
 	}
 	if r.server.target.pinning.has(id) {
 		t.Error("still marked in flight after the create returned")
+	}
+}
+
+// The create's context ends while its NRI event is being answered (adjust
+// is still writing the create's outcome): settle must not hand the outcome
+// back before the answer is done, or both goroutines write it at once (the
+// race detector reports it; without it, the answer is seen unfinished).
+func TestSettleWaitsForAnAnswerInProgress(t *testing.T) {
+	p := testNRIPlugin(t)
+	o := &outcome{rec: oci.Record{Namespaces: map[string]oci.NamespaceRecord{}}} // the create's
+	in, release := make(chan struct{}), make(chan struct{})
+	var done atomic.Bool
+	if !p.expect("tok", &nriCall{sandbox: "sb1", name: "debug", adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
+		close(in)
+		<-release
+		o.rec.Namespaces["pid"] = oci.NamespaceRecord{Result: oci.Targeted} // as adjust does
+		done.Store(true)
+		return nil, nil
+	}}) {
+		t.Fatal("expect refused")
+	}
+	go p.CreateContainer(context.Background(), nil, nriContainer("c1", "sb1", "debug", "tok"))
+	<-in
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the create's late steps are out of time
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		close(release)
+	}()
+	answered, err := p.settle(ctx, "tok")
+	if !done.Load() {
+		t.Fatal("settle returned while the NRI answer was still writing the create's outcome")
+	}
+	// the handler owns the outcome again
+	o.rec.Namespaces["pid"] = oci.NamespaceRecord{Result: oci.Fallback}
+	if !answered || err != nil {
+		t.Errorf("answered %v, %v: the answer finished on a live connection", answered, err)
 	}
 }

@@ -31,6 +31,7 @@ type intentStore interface {
 // reconciler must leave alone, and whether a reconciler loop runs.
 // Lock order: targeter.reconcileMu, then flights.mu (a leaf).
 type flights struct {
+	// mu guards ids and looping.
 	mu      sync.Mutex
 	ids     map[string]bool
 	looping bool

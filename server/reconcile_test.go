@@ -155,7 +155,7 @@ func TestReleaseStaleKeepsGoing(t *testing.T) {
 		r.pins.held[id] = map[namespaces.Kind]string{namespaces.PID: "/pins/" + id + "/pid"}
 	}
 	r.pins.releaseErr = map[string]error{"b": errors.New("device busy")}
-	err := r.server.ReleaseStale(context.Background())
+	err := r.server.target.releaseStale(context.Background())
 	if err == nil {
 		t.Error("ReleaseStale with a stuck pin: no error")
 	}

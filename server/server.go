@@ -243,9 +243,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 }
 
-// ReleaseStale releases the pins of containers the backend no longer has.
-func (s *Server) ReleaseStale(ctx context.Context) error { return s.target.releaseStale(ctx) }
-
 // PinCounts counts the namespaces pinned on disk, by kind ("pid", "ipc"):
 // what the shim holds, including pins made before a restart.
 func (s *Server) PinCounts() (map[string]int, error) { return s.target.pinCounts() }

@@ -90,7 +90,10 @@ type targeter struct {
 	pinning flights
 }
 
-// outcome is what targeting decided for one CreateContainer.
+// outcome is what targeting decided for one CreateContainer. It is owned
+// by the create's handler, except from the NRI event's claim to its answer
+// (adjust runs on the NRI stub's goroutine); nriPlugin.settle hands it back
+// only once the answer is done, never on a timeout alone.
 type outcome struct {
 	name    string // the new container's name, for messages
 	rec     oci.Record
