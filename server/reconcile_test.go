@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -164,39 +162,6 @@ func TestReleaseStaleKeepsGoing(t *testing.T) {
 	}
 }
 
-// TestIntentDir: records are written whole and listed back; a temporary
-// file is neither listed nor removed (it may be a Put in flight).
-func TestIntentDir(t *testing.T) {
-	d := intentDir{dir: filepath.Join(t.TempDir(), "intents")}
-	if l, err := d.List(); err != nil || len(l) != 0 {
-		t.Fatalf("List of a missing dir = %v, %v", l, err)
-	}
-	in := intent{ID: newIntentID(), Sandbox: "s", Name: "n", Attempt: 2, Target: "t"}
-	if err := d.Put(in); err != nil {
-		t.Fatal(err)
-	}
-	in.Container = "c"
-	if err := d.Put(in); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(d.dir, "x.json.tmp"), []byte("{"), 0o600)
-	l, err := d.List()
-	if err != nil || len(l) != 1 || l[0] != in {
-		t.Fatalf("List = %+v, %v; want [%+v]", l, err, in)
-	}
-	if _, err := os.Stat(filepath.Join(d.dir, "x.json.tmp")); err != nil {
-		t.Errorf("a temporary file (perhaps a Put in flight) was touched: %v", err)
-	}
-	if err := d.Remove(in.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Remove(in.ID); err != nil {
-		t.Errorf("removing a gone record: %v", err)
-	}
-}
-
-// TestReconcileRetries: a start-up reconcile that fails (containerd down)
-// goes on in the background until it succeeds.
 func TestReconcileRetries(t *testing.T) {
 	r := newRig(t, false)
 	r.backend.containers = []*runtimeapi.Container{{Id: "half", PodSandboxId: "pod", Metadata: &runtimeapi.ContainerMetadata{Name: "debugger"}}}
