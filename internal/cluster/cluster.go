@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +68,12 @@ type Cluster struct {
 
 	// etcd, apiserver and kubelet, in start order; Stop stops them in reverse.
 	procs []*proc
+
+	// The kubelet's configuration and arguments as startKubelet made them;
+	// RestartKubelet writes the configuration again with other feature gates.
+	kubeletSettings kubeletSettings
+	kubeletConfig   string // path
+	kubeletArgs     []string
 }
 
 // Start makes a CA and the certificates, then starts etcd, kube-apiserver
@@ -255,33 +263,88 @@ func (c *Cluster) startKubelet(ctx context.Context, server string) error {
 	if err := writeKubeconfig(kubeconfig, server, c.pki.CAFile(), clientCert, clientKey); err != nil {
 		return err
 	}
-	config := filepath.Join(c.opts.Dir, "kubelet.yaml")
-	if err := os.WriteFile(config, []byte(kubeletConfig(kubeletSettings{
+	c.kubeletConfig = filepath.Join(c.opts.Dir, "kubelet.yaml")
+	c.kubeletSettings = kubeletSettings{
 		Port: freePort(), HealthzPort: freePort(),
 		CA: c.pki.CAFile(), Cert: srvCert, Key: srvKey,
 		CgroupRoot: c.cgroup.Name, Runtime: c.opts.RuntimeEndpoint,
 		PodLogs: filepath.Join(c.opts.Dir, "pod-logs"), VolumePlugins: filepath.Join(c.opts.Dir, "volume-plugins"),
-	})), 0o600); err != nil {
-		return err
 	}
-	p, err := c.start("kubelet", filepath.Join(c.opts.Bin, "kubelet"),
-		"--config", config,
+	c.kubeletArgs = []string{
+		"--config", c.kubeletConfig,
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", NodeName,
 		"--root-dir", root,
 		"--cert-dir", filepath.Join(root, "pki"),
 		"--v", "2",
-	)
+	}
+	return c.runKubelet(ctx)
+}
+
+// RestartKubelet stops the kubelet by PID and starts it again with the same
+// configuration but the feature gates gates (none when nil), and waits until
+// it is healthy and the node Ready. The pods' containers keep running (they
+// are the runtime's); the new kubelet takes over the pods it finds.
+func (c *Cluster) RestartKubelet(ctx context.Context, gates map[string]bool) error {
+	p := c.kubelet()
+	if p == nil {
+		return errors.New("cluster: no kubelet to restart")
+	}
+	if err := p.stop(); err != nil {
+		return err
+	}
+	for i, q := range c.procs {
+		if q == p {
+			c.procs = append(c.procs[:i:i], c.procs[i+1:]...)
+			break
+		}
+	}
+	c.kubeletSettings.FeatureGates = gates
+	return c.runKubelet(ctx)
+}
+
+// runKubelet writes the kubelet's configuration, starts it and waits until
+// its healthz endpoint answers ok and the node is Ready. The healthz check
+// is what tells a restarted kubelet from the one before: the node stays
+// Ready in the apiserver while no kubelet runs (no controller manager marks
+// it otherwise).
+func (c *Cluster) runKubelet(ctx context.Context) error {
+	if err := os.WriteFile(c.kubeletConfig, []byte(kubeletConfig(c.kubeletSettings)), 0o600); err != nil {
+		return err
+	}
+	p, err := c.start("kubelet", filepath.Join(c.opts.Bin, "kubelet"), c.kubeletArgs...)
 	if err != nil {
 		return err
 	}
-	return c.waitFor(ctx, p, "node "+NodeName+" to be Ready", func(ctx context.Context) error {
+	healthz := "http://127.0.0.1:" + c.kubeletSettings.HealthzPort + "/healthz"
+	return c.waitFor(ctx, p, "the kubelet to be healthy and node "+NodeName+" Ready", func(ctx context.Context) error {
+		if err := httpOK(ctx, healthz); err != nil {
+			return err
+		}
 		ready, err := c.NodeReady(ctx)
 		if err == nil && !ready {
 			err = errors.New("not Ready")
 		}
 		return err
 	})
+}
+
+// httpOK gets url and wants 200 "ok".
+func httpOK(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != "ok" {
+		return fmt.Errorf("GET %s: %s %q", url, resp.Status, b)
+	}
+	return nil
 }
 
 // NodeReady reports whether the node's Ready condition is True.

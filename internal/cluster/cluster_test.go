@@ -59,13 +59,16 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 	return c
 }
 
-// The settings this machine kind needs (issue 15), and every path the
-// kubelet writes by configuration under the run's directory.
+// The settings this machine kind needs (issue 15; failCgroupV1: false for
+// kubelet 1.35 and later on cgroup v1, issue 23), and every path the kubelet
+// writes by configuration under the run's directory.
 func TestKubeletConfig(t *testing.T) {
-	cfg := kubeletConfig(kubeletSettings{Port: "1", HealthzPort: "2", CA: "/r/ca", Cert: "/r/c", Key: "/r/k",
-		CgroupRoot: "/nstarget-e2e-x", Runtime: "unix:///r/cri.sock", PodLogs: "/r/logs", VolumePlugins: "/r/vp"})
+	s := kubeletSettings{Port: "1", HealthzPort: "2", CA: "/r/ca", Cert: "/r/c", Key: "/r/k",
+		CgroupRoot: "/nstarget-e2e-x", Runtime: "unix:///r/cri.sock", PodLogs: "/r/logs", VolumePlugins: "/r/vp"}
+	cfg := kubeletConfig(s)
 	for _, want := range []string{
 		"cgroupDriver: cgroupfs", "failSwapOn: false", "oomScoreAdj: 0", "makeIPTablesUtilChains: false",
+		"failCgroupV1: false",
 		"address: 127.0.0.1", "healthzBindAddress: 127.0.0.1", "readOnlyPort: 0",
 		"containerRuntimeEndpoint: unix:///r/cri.sock", "imageServiceEndpoint: unix:///r/cri.sock",
 		"cgroupRoot: /nstarget-e2e-x", "podLogsDir: /r/logs", "volumePluginDir: /r/vp",
@@ -74,6 +77,13 @@ func TestKubeletConfig(t *testing.T) {
 		if !strings.Contains(cfg, "\n"+want+"\n") && !strings.Contains(cfg, "  "+want+"\n") {
 			t.Errorf("kubelet config lacks %q:\n%s", want, cfg)
 		}
+	}
+	if strings.Contains(cfg, "featureGates") {
+		t.Errorf("kubelet config names feature gates without any set:\n%s", cfg)
+	}
+	s.FeatureGates = map[string]bool{"CRIListStreaming": true, "AnotherGate": false}
+	if cfg := kubeletConfig(s); !strings.HasSuffix(cfg, "\nfeatureGates:\n  AnotherGate: false\n  CRIListStreaming: true\n") {
+		t.Errorf("kubelet config with feature gates ends:\n%s", cfg[strings.LastIndex(cfg, "evictionHard"):])
 	}
 }
 

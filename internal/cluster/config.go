@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 )
 
@@ -43,6 +44,9 @@ type kubeletSettings struct {
 	Runtime           string // CRI endpoint, for both services
 	PodLogs           string
 	VolumePlugins     string
+	// FeatureGates are the kubelet's featureGates; none when empty. A
+	// kubelet refuses a gate it does not know.
+	FeatureGates map[string]bool
 }
 
 // kubeletConfig is the KubeletConfiguration for a node on a machine like
@@ -51,6 +55,11 @@ type kubeletSettings struct {
 // on 127.0.0.1 only with certificates from the run's CA, and every path it
 // writes under the run's directory. Eviction and image GC thresholds are
 // low: a full disk on a test machine must not evict the test's pods.
+//
+// failCgroupV1: false lets kubelet 1.35 and later start on this machine kind,
+// which is cgroup v1: they refuse a cgroup v1 host unless the config file
+// says so (there is no flag). Older kubelets accept the field. A real node
+// should run cgroup v2 (docs/operations.md).
 func kubeletConfig(s kubeletSettings) string {
 	lines := []string{
 		"apiVersion: kubelet.config.k8s.io/v1beta1",
@@ -71,6 +80,7 @@ func kubeletConfig(s kubeletSettings) string {
 		"imageServiceEndpoint: " + s.Runtime,
 		"cgroupDriver: cgroupfs",
 		"cgroupRoot: " + s.CgroupRoot,
+		"failCgroupV1: false",
 		"failSwapOn: false",
 		"oomScoreAdj: 0",
 		"makeIPTablesUtilChains: false",
@@ -89,6 +99,17 @@ func kubeletConfig(s kubeletSettings) string {
 		`  nodefs.inodesFree: "1%"`,
 		`  imagefs.available: "1%"`,
 		`  imagefs.inodesFree: "1%"`,
+	}
+	if len(s.FeatureGates) > 0 {
+		lines = append(lines, "featureGates:")
+		names := make([]string, 0, len(s.FeatureGates))
+		for name := range s.FeatureGates {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			lines = append(lines, fmt.Sprintf("  %s: %t", name, s.FeatureGates[name]))
+		}
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
