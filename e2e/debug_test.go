@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,6 +116,31 @@ func TestDebugTarget(t *testing.T) {
 	})
 }
 
+// From 1.36 `kubectl debug` without --profile uses the general profile,
+// which adds SYS_PTRACE to an ephemeral container (the legacy profile, the
+// default before, adds nothing). What kubelet 1.37 sends for it: containerd
+// received SYS_PTRACE among the added capabilities and runs the container
+// with CAP_SYS_PTRACE, and the shim targeted it as any other.
+func TestDebugDefaultProfile(t *testing.T) {
+	requireMinor(t, "kubectl", kubectlVersion(t), 36, "kubectl debug's default profile is legacy before 1.36 and adds no capability")
+	app, appNS := startApp(t, podSpec{name: "profile"})
+	dbg, out := debug(t, "profile", "dbg-no-profile", busyboxImage, "--target=app")
+	checkTargeted(t, app, dbg, appNS, out)
+	ci := info(t, dbg.id())
+	added := ci.Config.GetLinux().GetSecurityContext().GetCapabilities().GetAddCapabilities()
+	if !slices.Contains(added, "SYS_PTRACE") {
+		t.Errorf("containerd received added capabilities %q for %s; want SYS_PTRACE (kubectl's general profile)", added, dbg.Name)
+	}
+	var eff []string
+	if p := ci.RuntimeSpec.Process; p != nil && p.Capabilities != nil {
+		eff = p.Capabilities.Effective
+	}
+	if !slices.Contains(eff, "CAP_SYS_PTRACE") {
+		t.Errorf("%s runs with effective capabilities %q; want CAP_SYS_PTRACE", dbg.Name, eff)
+	}
+	t.Logf("kubectl %s, kubelet %s: %s created with added capabilities %q", kubectlVersion(t), kubeletVersion(t), dbg.Name, added)
+}
+
 // A target that has exited before the debug container starts: the kubelet
 // still sends TARGET with its id; the shim falls back to the pod's namespace
 // and its annotation says why. The pod stays up through a second container.
@@ -188,6 +214,16 @@ func pins(t *testing.T) string {
 		names = append(names, e.Name())
 	}
 	return strings.Join(names, " ")
+}
+
+// pinned reports whether the shim holds pins for the container id.
+func pinned(t *testing.T, id string) bool {
+	t.Helper()
+	_, err := os.Stat(shim.StateDir() + "/pins/" + id)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return err == nil
 }
 
 // restartShim stops the shim with SIGTERM and starts it again with the

@@ -6,6 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,8 +118,8 @@ func (p podSpec) manifest() string {
 	return string(b)
 }
 
-// runPod creates the pod and waits until the kubelet reports it Ready (or,
-// with wait = false, only created). It is deleted when the test ends.
+// runPod creates the pod. It is deleted when the test ends (unless the test
+// deleted it).
 func runPod(t *testing.T, p podSpec) {
 	t.Helper()
 	if err := kube.Apply(ctx(t), p.manifest()); err != nil {
@@ -123,7 +128,7 @@ func runPod(t *testing.T, p podSpec) {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := kube.Kubectl(c, "delete", "pod", p.name, "--grace-period=1", "--wait", "--timeout=50s"); err != nil {
+		if _, err := kube.Kubectl(c, "delete", "pod", p.name, "--grace-period=1", "--wait", "--timeout=50s", "--ignore-not-found"); err != nil {
 			t.Errorf("delete pod %s: %v", p.name, err)
 		}
 	})
@@ -160,11 +165,26 @@ type containerStatus struct {
 			Reason   string `json:"reason"`
 		} `json:"terminated"`
 	} `json:"state"`
+	LastState struct {
+		Terminated *struct {
+			ContainerID string `json:"containerID"`
+		} `json:"terminated"`
+	} `json:"lastState"`
 }
 
 // id is the runtime's container id (containerID without "containerd://").
 func (s containerStatus) id() string {
 	_, id, _ := strings.Cut(s.ContainerID, "://")
+	return id
+}
+
+// lastID is the runtime's id of the container's previous instance, "" if
+// none.
+func (s containerStatus) lastID() string {
+	if s.LastState.Terminated == nil {
+		return ""
+	}
+	_, id, _ := strings.Cut(s.LastState.Terminated.ContainerID, "://")
 	return id
 }
 
@@ -302,4 +322,111 @@ func containersNamed(t *testing.T, podUID, name string) []string {
 		ids = append(ids, fmt.Sprintf("%.12s (%s)", c.GetId(), c.GetState()))
 	}
 	return ids
+}
+
+// minor is the minor version of a "v1.MINOR.PATCH" string, 0 if none.
+func minor(version string) int {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(parts) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[1])
+	return n
+}
+
+// kubeletVersion is what the kubelet reports in the node's status.
+func kubeletVersion(t *testing.T) string {
+	t.Helper()
+	var node struct {
+		Status struct {
+			NodeInfo struct {
+				KubeletVersion string `json:"kubeletVersion"`
+			} `json:"nodeInfo"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(kubectl(t, "get", "node", cluster.NodeName, "-o", "json")), &node); err != nil {
+		t.Fatal(err)
+	}
+	return node.Status.NodeInfo.KubeletVersion
+}
+
+// kubectlVersion is kubectl's own version (the cluster's binaries are all
+// of one release).
+func kubectlVersion(t *testing.T) string {
+	t.Helper()
+	var v struct {
+		ClientVersion struct {
+			GitVersion string `json:"gitVersion"`
+		} `json:"clientVersion"`
+	}
+	if err := json.Unmarshal([]byte(kubectl(t, "version", "--client", "-o", "json")), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.ClientVersion.GitVersion
+}
+
+// requireMinor skips the test, saying why, when version is older than
+// 1.min.
+func requireMinor(t *testing.T, what, version string, min int, why string) {
+	t.Helper()
+	if minor(version) < min {
+		t.Skipf("skipping on %s %s: %s", what, version, why)
+	}
+}
+
+var metricsAddrRE = regexp.MustCompile(`msg="serving metrics" address="?([0-9.:\[\]]+)"?`)
+
+// calls are the shim's cri_nstarget_requests_total, by "Method code" (e.g.
+// "StreamPodSandboxes OK").
+type calls map[string]float64
+
+var requestsRE = regexp.MustCompile(`^cri_nstarget_requests_total\{code="([^"]*)",method="([^"]*)"\} (\S+)$`)
+
+// shimCalls scrapes the running shim's /metrics, at the address its log
+// gave last (each start logs the port it bound).
+func shimCalls(t *testing.T) calls {
+	t.Helper()
+	b, err := os.ReadFile(shim.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metricsAddrRE.FindAllSubmatch(b, -1)
+	if len(m) == 0 {
+		t.Fatalf("the shim's log has no %q line", "serving metrics")
+	}
+	addr := string(m[len(m)-1][1])
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s/metrics: %s", addr, resp.Status)
+	}
+	out := calls{}
+	for _, line := range strings.Split(string(text), "\n") {
+		if sm := requestsRE.FindStringSubmatch(line); sm != nil {
+			v, _ := strconv.ParseFloat(sm[3], 64)
+			out[sm[2]+" "+sm[1]] = v
+		}
+	}
+	return out
+}
+
+// since is how many calls of method with code were served after before.
+func (c calls) since(before calls, method, code string) float64 {
+	return c[method+" "+code] - before[method+" "+code]
+}
+
+// sinceAll is since over every code.
+func (c calls) sinceAll(before calls, method string) float64 {
+	var n float64
+	for k, v := range c {
+		if strings.HasPrefix(k, method+" ") {
+			n += v - before[k]
+		}
+	}
+	return n
 }

@@ -167,7 +167,12 @@ func runSuite(m *testing.M) (code int) {
 	}
 	conn, direct = c, newCRI(c)
 
-	s, err := harness.StartShim(ctx, shimBin, filepath.Join(tmp, "s"), backend.Containerd)
+	// Metrics on a port of its own (TestCRIListStreaming reads the calls per
+	// method and code); NSTARGET_SHIM_FLAGS after them, as in integration/
+	// (e.g. flags that force every TARGET onto a fallback, to see the
+	// targeting assertions fail).
+	flags := append([]string{"--metrics-address", "127.0.0.1:0"}, strings.Fields(os.Getenv("NSTARGET_SHIM_FLAGS"))...)
+	s, err := harness.StartShim(ctx, shimBin, filepath.Join(tmp, "s"), backend.Containerd, flags...)
 	if err != nil {
 		return fail("start cri-nstarget: %v", err)
 	}
