@@ -35,6 +35,7 @@ type runOptions struct {
 	suiteUserns   bool // the suite fails, not skips, its user-namespace cases without support
 	critest       string
 	critestSkip   string
+	critestNRI    bool
 	critestFloor  int // specs that must pass, directly and through the shim
 	busybox       string
 	standin       string
@@ -55,8 +56,9 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.suiteNetwork, "suite-pod-network-mode", "host", "the suite's --pod-network-mode: host, or pod (on the CNI bridge)")
 	fs.BoolVar(&o.suiteUserns, "suite-require-userns", false, "the suite's --require-userns: its user-namespace cases fail instead of skipping when the backend reports no support; default: on for the backends that must support them (containerd-2.4)")
 	fs.StringVar(&o.critest, "critest", "", "critest binary; empty skips critest")
+	fs.BoolVar(&o.critestNRI, "critest-nri", false, "run critest's NRI specs too, on the backend's NRI socket (containerd 2.x)")
 	fs.StringVar(&o.critestSkip, "critest-skip", "hack/critest/skip.txt", "critest skip list (REGEXP | reason)")
-	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 84, containerd-2.1: 92, containerd-2.4: 98)")
+	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 91, containerd-2.1: 92, containerd-2.4: 124)")
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
 	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")
@@ -172,7 +174,17 @@ func run(ctx context.Context, o runOptions) (err error) {
 		}
 		if o.critest != "" && (mode == "direct" || mode == "shim") { // critest sends no TARGET: strict and the targeting path change nothing for it
 			junit := filepath.Join(o.out, "critest-"+name+".xml")
-			r, err := runCritest(ctx, o.critest, endpoint, junit, filepath.Join(o.out, "critest-"+name+".log"), skips)
+			var extra []string
+			if o.critestNRI {
+				// critest's NRI specs register a plugin of their own on
+				// containerd's NRI socket: directly it is the only one,
+				// through the shim it runs beside the shim's
+				if _, err := os.Stat(env.Containerd.NRISocket()); err != nil {
+					return fmt.Errorf("--critest-nri: %s serves no NRI socket: %w", o.backend, err)
+				}
+				extra = append(extra, "-nri-socket", env.Containerd.NRISocket())
+			}
+			r, err := runCritest(ctx, o.critest, endpoint, junit, filepath.Join(o.out, "critest-"+name+".log"), skips, extra...)
 			switch {
 			case err != nil:
 				failures = append(failures, fmt.Errorf("%s: %w", name, err))

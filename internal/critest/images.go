@@ -89,9 +89,12 @@ func Images(busybox, standin string) (map[string]*harness.Image, error) {
 		{[]string{k8s + "busybox:1.29-2"}, harness.ImageOptions{Cmd: []string{"sh"}, Files: with()}},
 		// The sandbox image: a pause process that is not named "sleep"
 		// (critest pgreps for sleep in pods that share the PID namespace).
-		// pause:3.9 is also the image critest pulls from two registries
-		// (registry.k8s.io, k8s.gcr.io) for the same image id.
-		{[]string{harness.PauseName, "pause:3.9"}, harness.ImageOptions{Cmd: []string{"/pause"}, Files: with(as("pause", 0o755))}},
+		{[]string{harness.PauseName}, harness.ImageOptions{Cmd: []string{"/pause"}, Files: with(as("pause", 0o755))}},
+		// pause:3.9, which critest pulls from two registries
+		// (registry.k8s.io, k8s.gcr.io) for one image id and expects to
+		// carry exactly those two tags: an image of its own, not the
+		// sandbox image, which has a tag of its own.
+		{[]string{"pause:3.9"}, harness.ImageOptions{Cmd: []string{"/pause"}, Files: with(as("pause", 0o755), marker("pause-3.9"))}},
 		{[]string{k8s + "nginx:1.14-2"}, harness.ImageOptions{Cmd: []string{"/usr/sbin/nginx", "-g", "daemon off;"}, Files: with(as("usr/sbin/nginx", 0o755))}},
 		{[]string{k8s + "httpd:2.4.39-4"}, harness.ImageOptions{Cmd: []string{"/usr/sbin/httpd"}, Files: with(as("usr/sbin/httpd", 0o755))}},
 		{[]string{k8s + "nonewprivs:1.3"}, harness.ImageOptions{Cmd: []string{"/usr/bin/nnp"}, Files: with(as("usr/bin/nnp", 0o4755))}},
