@@ -99,7 +99,7 @@ integration-containerd2: deps build h2spec-tool
 
 # On containerd 2.4 the shim targets through NRI; the targeting tests again
 # with every shim forced onto the Update path (--targeting-via update).
-UPDATE_PATH_TESTS ?= Target|IPC|UserNamespaced|PIDReuse|Crash|Pins|Refus|Prefix|Stopped
+UPDATE_PATH_TESTS ?= Target|IPC|UserNamespaced|PIDReuse|Crash|Pins|Refus|Prefix|Stopped|Wire
 .PHONY: integration-containerd2-update
 integration-containerd2-update: deps build
 	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_REQUIRE_USERNS=1 \
