@@ -2,17 +2,19 @@
 # Builds kube-apiserver, kubelet and kubectl of one Kubernetes release from
 # the Go module proxy into a cache dir and prints the directory holding them
 # (issue 15: a real kubelet in front of the shim). Idempotent: when the cached
-# kubectl reports the wanted version it only prints the directory.
+# kubectl reports the wanted version it only prints the directory. One
+# release per call (~5 min on 2 cores); make e2e-tools calls it for each.
 #
-#   KUBERNETES_VERSION=v1.34.4 hack/kubernetes.sh   # -> /var/cache/cri-nstarget/kubernetes-v1.34.4/bin
-#   KUBERNETES_VERSION=v1.34.4 KUBERNETES_CACHE=/some/dir hack/kubernetes.sh
-# The version is named once, in the Makefile (KUBERNETES_VERSION).
+#   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh   # -> /var/cache/cri-nstarget/kubernetes-v1.37.2/bin
+#   KUBERNETES_VERSION=v1.35.4 KUBERNETES_CACHE=/some/dir hack/kubernetes.sh
+# The versions are named once, in the Makefile (KUBERNETES_NEWEST and
+# KUBERNETES_OLDEST: the newest release and the oldest still supported).
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces the k8s.io
 # staging modules with paths inside its tree. A scratch module requires it and
 # maps each of those staging modules to the release's v0.MINOR.PATCH.
 set -euo pipefail
-version=${KUBERNETES_VERSION:?set KUBERNETES_VERSION (the Makefile names it: make e2e-tools)}
+version=${KUBERNETES_VERSION:?set KUBERNETES_VERSION (the Makefile names them: make e2e-tools)}
 cache=${KUBERNETES_CACHE:-/var/cache/cri-nstarget}
 out="$cache/kubernetes-$version/bin"
 staging="v0.${version#v1.}"
