@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -374,8 +374,6 @@ func requireMinor(t *testing.T, what, version string, min int, why string) {
 	}
 }
 
-var metricsAddrRE = regexp.MustCompile(`msg="serving metrics" address="?([0-9.:\[\]]+)"?`)
-
 // calls are the shim's cri_nstarget_requests_total, by "Method code" (e.g.
 // "StreamPodSandboxes OK").
 type calls map[string]float64
@@ -386,15 +384,10 @@ var requestsRE = regexp.MustCompile(`^cri_nstarget_requests_total\{code="([^"]*)
 // gave last (each start logs the port it bound).
 func shimCalls(t *testing.T) calls {
 	t.Helper()
-	b, err := os.ReadFile(shim.LogPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metricsAddrRE.FindAllSubmatch(b, -1)
-	if len(m) == 0 {
+	addr := harness.MetricsAddr(shim.LogPath())
+	if addr == "" {
 		t.Fatalf("the shim's log has no %q line", "serving metrics")
 	}
-	addr := string(m[len(m)-1][1])
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://" + addr + "/metrics")
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -25,18 +24,13 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
-var metricsAddrRE = regexp.MustCompile(`msg="serving metrics" address="?([0-9.:\[\]]+)"?`)
-
 // metricsAddr is the address a shim started with --metrics-address
 // 127.0.0.1:0 bound, read from its log line "serving metrics".
 func metricsAddr(t *testing.T, logPath string) string {
 	t.Helper()
 	var addr string
 	eventually(t, "the shim to log its metrics address", func() bool {
-		b, _ := os.ReadFile(logPath)
-		if m := metricsAddrRE.FindSubmatch(b); m != nil {
-			addr = string(m[1])
-		}
+		addr = harness.MetricsAddr(logPath)
 		return addr != ""
 	})
 	return addr

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +77,23 @@ func (s *Shim) StateDir() string { return s.Dir }
 
 // LogPath is where the shim's output goes.
 func (s *Shim) LogPath() string { return filepath.Join(s.Dir, "shim.log") }
+
+// metricsAddrRE matches the line a shim logs when its metrics endpoint
+// serves, with the address it bound.
+var metricsAddrRE = regexp.MustCompile(`msg="serving metrics" address="?([0-9.:\[\]]+)"?`)
+
+// MetricsAddr is the address of the metrics endpoint the shim logging to
+// logPath serves, from the last "serving metrics" line (a shim started with
+// --metrics-address 127.0.0.1:0 logs the port it bound, at each start), or
+// "" before there is one.
+func MetricsAddr(logPath string) string {
+	b, _ := os.ReadFile(logPath)
+	m := metricsAddrRE.FindAllSubmatch(b, -1)
+	if len(m) == 0 {
+		return ""
+	}
+	return string(m[len(m)-1][1])
+}
 
 // StartShim starts binary in front of c with its socket, state dir and log in
 // dir, plus extra flags, and waits until it serves.
