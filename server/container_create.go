@@ -20,8 +20,9 @@ func tokenAnnotation(token string) []criwire.Annotation {
 	return []criwire.Annotation{{Key: annotationRequest, Value: token}}
 }
 
-// createContainer handles CreateContainer: requests without TARGET (or an
-// unknown NamespaceMode) go to the backend byte for byte. Otherwise the target
+// createContainer handles CreateContainer, read off the wire (criwire):
+// requests with neither TARGET nor an unknown NamespaceMode, and bytes that
+// are not protobuf, go to the backend byte for byte. Otherwise the target
 // is resolved and its namespaces opened before anything is created, the
 // request is forwarded with POD in place of TARGET, and the new container's
 // spec is pointed at pins of the target's namespaces.

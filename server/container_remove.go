@@ -3,9 +3,10 @@ package server
 import (
 	"context"
 
-	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 )
 
 // removeContainer forwards the request unchanged and, once the backend no
