@@ -87,28 +87,23 @@ func TestWireFidelity(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "plain", "inside"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	type endpoint struct {
+	// a pod with an app container of its own PID namespace, on each side
+	eps := []*struct {
 		name string
 		c    cri
 		conn *grpc.ClientConn
 		pod  pod
 		app  string
-	}
-	var eps []*endpoint
-	for _, e := range []struct {
-		name string
-		c    cri
-		conn *grpc.ClientConn
-	}{{"direct", direct, directConn}, {"shim", shim, s.Conn}} {
-		p := runPod(t, e.c, ownMode)
-		eps = append(eps, &endpoint{name: e.name, c: e.c, conn: e.conn, pod: p, app: run(t, e.c, p, "app", pidOwn)})
+	}{{name: "direct", c: direct, conn: directConn}, {name: "shim", c: shim, conn: s.Conn}}
+	for _, ep := range eps {
+		ep.pod = runPod(t, ep.c, ownMode)
+		ep.app = run(t, ep.c, ep.pod, "app", pidOwn)
 	}
 	for _, o := range oddities {
 		for _, targeted := range []bool{false, true} {
 			name := o.name + map[bool]string{false: "/plain", true: "/pid TARGET"}[targeted]
 			t.Run(name, func(t *testing.T) {
 				type result struct {
-					id   string
 					err  error
 					cfg  map[string]any
 					seen string
@@ -132,16 +127,16 @@ func TestWireFidelity(t *testing.T) {
 					if err := proto.Unmarshal(out, resp); err != nil {
 						t.Fatal(err)
 					}
-					r.id = resp.GetContainerId()
-					ci, cfg := storedInfo(t, r.id)
+					id := resp.GetContainerId()
+					ci, cfg := storedInfo(t, id)
 					r.cfg = cfg
-					_, r.err = ep.c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: r.id})
+					_, r.err = ep.c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id})
 					t.Logf("%s: created; started: %v", ep.name, r.err)
 					if r.err == nil {
 						// what the process is given, read from inside (an
 						// exec gets the container's env)
-						r.seen = execIn(t, ep.c, r.id, "sh", "-c", "od -An -c /proc/self/environ | tr -s ' '; ls /blob /unknown 2>&1; cat /blob/f 2>&1; true")
-						if targeted && nsInside(t, ep.c, r.id, "pid") != nsInside(t, ep.c, ep.app, "pid") {
+						r.seen = execIn(t, ep.c, id, "sh", "-c", "od -An -c /proc/self/environ | tr -s ' '; ls /blob /unknown 2>&1; cat /blob/f 2>&1; true")
+						if targeted && nsInside(t, ep.c, id, "pid") != nsInside(t, ep.c, ep.app, "pid") {
 							t.Errorf("%s: the pid TARGET container is not in app's PID namespace", ep.name)
 						}
 					}
@@ -157,7 +152,7 @@ func TestWireFidelity(t *testing.T) {
 					rs = append(rs, r)
 				}
 				d, sh := rs[0], rs[1]
-				if (d.err == nil) != (sh.err == nil) || status.Code(d.err) != status.Code(sh.err) || status.Convert(d.err).Message() != status.Convert(sh.err).Message() {
+				if status.Code(d.err) != status.Code(sh.err) || status.Convert(d.err).Message() != status.Convert(sh.err).Message() {
 					t.Fatalf("direct: %v; through the shim: %v", d.err, sh.err)
 				}
 				if !reflect.DeepEqual(d.cfg, sh.cfg) {
