@@ -131,15 +131,7 @@ func debugCrashLooping(t *testing.T, pod, name string) *crashDebug {
 		if appNS := instanceNS(t, pod, rec.Target); ns != appNS {
 			t.Errorf("%s is in PID namespace %s; the instance %.12s it joined printed %s", name, ns, rec.Target, appNS)
 		}
-		var path string
-		for _, n := range ci.RuntimeSpec.Linux.Namespaces {
-			if n.Type == "pid" {
-				path = n.Path
-			}
-		}
-		if pin := shim.StateDir() + "/pins/" + dbg.id() + "/pid"; path != pin {
-			t.Errorf("%s's spec pid namespace path = %q, want the shim's pin %q", name, path, pin)
-		}
+		checkShimPinned(t, ci, dbg)
 		t.Logf("%s joined app's live instance %.12s (%s) via %s", name, rec.Target, ns, rec.Via)
 	case oci.Fallback:
 		if r.ReasonKind != "target_not_running" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
@@ -28,23 +29,29 @@ func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
 		t.Errorf("%s does not see app's process (sleep %s):\n%s", dbg.Name, appSleep, out)
 	}
 	ci := info(t, dbg.id())
-	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
-		t.Errorf("containerd received pid mode %v for %s, want POD: the shim must do the targeting", got, dbg.Name)
-	}
-	var path string
-	for _, ns := range ci.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "pid" {
-			path = ns.Path
-		}
-	}
-	if pin := shim.StateDir() + "/pins/" + dbg.id() + "/pid"; path != pin {
-		t.Errorf("%s's spec pid namespace path = %q, want the shim's pin %q", dbg.Name, path, pin)
-	}
+	path := checkShimPinned(t, ci, dbg)
 	rec := record(t, ci)
 	if r := rec.Namespaces["pid"]; rec.Target != app.id() || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
 		t.Errorf("%s's record = %+v, want targeted at %s (%s)", dbg.Name, rec, app.id(), appNS)
 	}
-	t.Logf("%s: in app's %s, via %s; containerd received POD, spec → %s", dbg.Name, appNS, rec.Via, path)
+	if !t.Failed() {
+		t.Logf("%s: in app's %s, via %s; containerd received POD, spec → %s", dbg.Name, appNS, rec.Via, path)
+	}
+}
+
+// checkShimPinned checks that the shim, not containerd, targeted dbg:
+// containerd received POD, and the spec's pid namespace path is the shim's
+// pin. It returns that path.
+func checkShimPinned(t *testing.T, ci containerInfo, dbg containerStatus) string {
+	t.Helper()
+	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
+		t.Errorf("containerd received pid mode %v for %s, want POD: the shim must do the targeting", got, dbg.Name)
+	}
+	path, _ := oci.NamespacePath(ci.RuntimeSpec, specs.PIDNamespace)
+	if pin := shim.StateDir() + "/pins/" + dbg.id() + "/pid"; path != pin {
+		t.Errorf("%s's spec pid namespace path = %q, want the shim's pin %q", dbg.Name, path, pin)
+	}
+	return path
 }
 
 // startApp runs a pod whose container "app" prints its PID namespace and
