@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/cri-nstarget/cri-nstarget/criwire"
+	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -81,7 +82,7 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	}
 	// Written down before anything is created, removed once the answer is
 	// ready: a crash in between leaves a record that start-up reconciles.
-	in := intent{ID: newIntentID(), Sandbox: req.SandboxID, Name: o.name, Attempt: req.Attempt, Target: o.rec.Target}
+	in := intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: o.name, Attempt: req.Attempt, Target: o.rec.Target}
 	if err := t.begin(in); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/intents"
 )
 
 // lateStepsTimeout bounds the steps of a TARGET create after the backend
@@ -20,11 +22,11 @@ const lateStepsTimeout = 30 * time.Second
 // reconcileRetry is how often records left by a failed clean-up are retried.
 const reconcileRetry = 2 * time.Second
 
-// intentStore is where intent records live (intentDir on disk).
+// intentStore is where intent records live (intents.Dir on disk).
 type intentStore interface {
-	Put(in intent) error
+	Put(in intents.Record) error
 	Remove(id string) error
-	List() ([]intent, error)
+	List() ([]intents.Record, error)
 }
 
 // flights is the records of creates in flight in this process, which the
@@ -59,7 +61,7 @@ func (f *flights) has(id string) bool {
 }
 
 // begin records in before the create is forwarded.
-func (t *targeter) begin(in intent) error {
+func (t *targeter) begin(in intents.Record) error {
 	t.flights.add(in.ID)
 	if err := t.intents.Put(in); err != nil {
 		t.flights.done(in.ID)
@@ -85,7 +87,7 @@ func (t *targeter) end(id string, kept bool) {
 // discard removes a container the shim will not keep, and its pins, and
 // reports whether that is done. When it is not (containerd down), the record
 // in, marked for discarding, stays for the reconciler.
-func (t *targeter) discard(ctx context.Context, in intent) bool {
+func (t *targeter) discard(ctx context.Context, in intents.Record) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
 	defer cancel()
 	err := t.undo(ctx, in)
@@ -105,7 +107,7 @@ func (t *targeter) discard(ctx context.Context, in intent) bool {
 
 // discardID is discard for a container made by an earlier call.
 func (t *targeter) discardID(ctx context.Context, id string) {
-	in := intent{ID: newIntentID(), Container: id}
+	in := intents.Record{ID: intents.NewID(), Container: id}
 	if !t.discard(ctx, in) {
 		t.reconcileSoon()
 	}
@@ -114,7 +116,7 @@ func (t *targeter) discardID(ctx context.Context, id string) {
 // undo removes whatever the backend has made for in, and its pins: the
 // container with in's id, or, when the backend never answered with one,
 // those of in's sandbox with in's name and attempt.
-func (t *targeter) undo(ctx context.Context, in intent) error {
+func (t *targeter) undo(ctx context.Context, in intents.Record) error {
 	ids := []string{in.Container}
 	if in.Container == "" {
 		resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: in.Sandbox}})

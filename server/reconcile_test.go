@@ -10,10 +10,11 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
-func (r *rig) intents(t *testing.T) []intent {
+func (r *rig) intents(t *testing.T) []intents.Record {
 	t.Helper()
 	l, err := r.server.target.intents.List()
 	if err != nil {
@@ -27,7 +28,7 @@ func (r *rig) intents(t *testing.T) []intent {
 func TestCreateRecordsIntent(t *testing.T) {
 	r := newRig(t, false)
 	r.addTarget("app", "pod", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	var during []intent
+	var during []intents.Record
 	r.backend.onCreate = func() { during = r.intents(t) }
 	req := createReq("pod", pidTarget("app"))
 	req.Config.Metadata.Attempt = 3
@@ -64,7 +65,7 @@ func TestReconcileRemovesUnfinished(t *testing.T) {
 		{Id: "flying", PodSandboxId: "pod", Metadata: &runtimeapi.ContainerMetadata{Name: "debugger3"}},
 	}
 	r.pins.held["known"] = map[namespaces.Kind]string{namespaces.PID: "/pins/known/pid"}
-	for _, in := range []intent{
+	for _, in := range []intents.Record{
 		{ID: "a", Sandbox: "pod", Name: "debugger", Attempt: 1},          // crashed before the backend answered
 		{ID: "b", Sandbox: "pod", Name: "debugger2", Container: "known"}, // crashed after
 		{ID: "c", Sandbox: "pod", Name: "gone"},                          // the backend never made it
@@ -165,7 +166,7 @@ func TestReleaseStaleKeepsGoing(t *testing.T) {
 func TestReconcileRetries(t *testing.T) {
 	r := newRig(t, false)
 	r.backend.containers = []*runtimeapi.Container{{Id: "half", PodSandboxId: "pod", Metadata: &runtimeapi.ContainerMetadata{Name: "debugger"}}}
-	if err := r.server.target.intents.Put(intent{ID: "a", Sandbox: "pod", Name: "debugger", Container: "half"}); err != nil {
+	if err := r.server.target.intents.Put(intents.Record{ID: "a", Sandbox: "pod", Name: "debugger", Container: "half"}); err != nil {
 		t.Fatal(err)
 	}
 	r.backend.removeErr = status.Error(codes.Unavailable, "containerd is down")

@@ -13,7 +13,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
 // MaxMsgSize bounds CRI messages in both directions, as kubelet does.
@@ -87,7 +89,7 @@ func New(opts Options) *Server {
 	// the shim's own calls decode answers whatever labels containers carry
 	api := newContainerdAPI(lenientConn{opts.Containerd}, opts.ContainerdNamespace)
 	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(lenientConn{opts.Backend}), api, api,
-		pinDir{dir: filepath.Join(opts.StateDir, "pins")}, intentDir{dir: filepath.Join(opts.StateDir, "intents")},
+		pins.New(filepath.Join(opts.StateDir, "pins")), intents.New(filepath.Join(opts.StateDir, "intents")),
 		opts.Strict, opts.Log, opts.Metrics)
 	s.target.lookup = api
 	if opts.TargetingVia != ViaUpdate {
@@ -245,4 +247,18 @@ func (s *Server) Shutdown(ctx context.Context) {
 
 // PinCounts counts the namespaces pinned on disk, by kind ("pid", "ipc"):
 // what the shim holds, including pins made before a restart.
-func (s *Server) PinCounts() (map[string]int, error) { return s.target.pinCounts() }
+func (s *Server) PinCounts() (map[string]int, error) {
+	ids, err := s.target.pins.IDs()
+	if err != nil {
+		return nil, err
+	}
+	n := map[string]int{string(namespaces.PID): 0, string(namespaces.IPC): 0}
+	for _, id := range ids {
+		for _, kind := range []namespaces.Kind{namespaces.PID, namespaces.IPC} {
+			if _, ok := s.target.pins.Path(id, kind); ok {
+				n[string(kind)]++
+			}
+		}
+	}
+	return n, nil
+}

@@ -31,6 +31,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
 
+	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
@@ -443,7 +444,7 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, intentDir{dir: t.TempDir()}, strict, logrus.NewEntry(log), nil, grpcOpts...)
+	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, intents.New(t.TempDir()), strict, logrus.NewEntry(log), nil, grpcOpts...)
 	r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
 		r.opened = append(r.opened, kinds)
 		if verify != nil {

@@ -4,10 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
 func TestPlanFor(t *testing.T) {
@@ -39,7 +41,7 @@ func TestPlanFor(t *testing.T) {
 		{desc: "non-ASCII letter", ns: pidTarget("abcé"), code: codes.InvalidArgument},
 		{desc: "space", ns: pidTarget("abc def"), code: codes.InvalidArgument},
 		{desc: "absurd length", ns: pidTarget(strings.Repeat("a", 1<<20)), code: codes.InvalidArgument},
-		{desc: "longest allowed", ns: pidTarget(strings.Repeat("a", maxIDLen)), plan: true, kinds: []namespaces.Kind{namespaces.PID}},
+		{desc: "longest allowed", ns: pidTarget(strings.Repeat("a", pins.MaxIDLen)), plan: true, kinds: []namespaces.Kind{namespaces.PID}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			p, err := planFor(asRead(createReq("sb", tc.ns)))

@@ -1,4 +1,4 @@
-package server
+package intents
 
 import (
 	"crypto/rand"
@@ -11,14 +11,14 @@ import (
 	"strings"
 )
 
-// intent is what the shim writes down before it forwards a TARGET
+// Record is what the shim writes down before it forwards a TARGET
 // CreateContainer, and removes only once the answer is ready to go back to
 // the client. A record found at start-up therefore names a create whose
 // client never received a container id: whatever the backend made for it is
-// half-made, or made for nobody, and is removed (reconcile.go), so that the
+// half-made, or made for nobody, and is removed (the shim's reconciler), so that the
 // client's retry of the same request (same name and attempt) finds the name
 // free.
-type intent struct {
+type Record struct {
 	ID      string `json:"id"` // the record's own name
 	Sandbox string `json:"sandbox"`
 	Name    string `json:"name"`
@@ -31,20 +31,24 @@ type intent struct {
 	Discard bool `json:"discard,omitempty"`
 }
 
-// intentDir keeps intent records on disk, one file each:
-// <dir>/<record id>.json, written whole (temporary file, then rename).
-type intentDir struct{ dir string }
+// Dir keeps records on disk, one file each: <dir>/<record id>.json, written
+// whole (temporary file, then rename).
+type Dir struct{ dir string }
 
-func newIntentID() string {
+// New is the record store under dir (made when the first record is put).
+func New(dir string) Dir { return Dir{dir: dir} }
+
+// NewID is a new record's id: 64 random bits.
+func NewID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-func (d intentDir) path(id string) string { return filepath.Join(d.dir, id+".json") }
+func (d Dir) path(id string) string { return filepath.Join(d.dir, id+".json") }
 
 // Put writes (or rewrites) the record.
-func (d intentDir) Put(in intent) error {
+func (d Dir) Put(in Record) error {
 	b, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -64,7 +68,7 @@ func (d intentDir) Put(in intent) error {
 }
 
 // Remove deletes the record; a record already gone is fine.
-func (d intentDir) Remove(id string) error {
+func (d Dir) Remove(id string) error {
 	if err := os.Remove(d.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("intent record: %w", err)
 	}
@@ -76,7 +80,7 @@ func (d intentDir) Remove(id string) error {
 // temporary file is not a record: it may be a Put in flight, or one a crash
 // cut short before anything was forwarded (a few bytes on tmpfs, gone at
 // reboot), and it is left alone.
-func (d intentDir) List() ([]intent, error) {
+func (d Dir) List() ([]Record, error) {
 	entries, err := os.ReadDir(d.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -84,7 +88,7 @@ func (d intentDir) List() ([]intent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("intent records: %w", err)
 	}
-	var out []intent
+	var out []Record
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
@@ -99,7 +103,7 @@ func (d intentDir) List() ([]intent, error) {
 			errs = append(errs, err)
 			continue
 		}
-		var in intent
+		var in Record
 		if err := json.Unmarshal(b, &in); err != nil || in.ID+".json" != name {
 			errs = append(errs, fmt.Errorf("intent record %s does not decode: %v", name, err))
 			continue

@@ -1,4 +1,4 @@
-package server
+package pins
 
 import (
 	"errors"
@@ -9,23 +9,24 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
-// pinDir keeps namespace pins on disk, one directory per container:
-// <dir>/<container id>/<kind>. Nothing about pins lives only in memory, so a
-// restarted shim sees every pin its predecessor made.
-type pinDir struct{ dir string }
+// Dir is the pins under one directory.
+type Dir struct{ dir string }
+
+// New is the pin store under dir (made when the first pin is).
+func New(dir string) Dir { return Dir{dir: dir} }
 
 // containerDir is the pin directory of container id. Ids come from clients
 // (StartContainer, RemoveContainer): one that is not a well-formed container
 // id has no directory, so no request can reach a path outside dir.
-func (p pinDir) containerDir(id string) (string, bool) {
-	if validateID(id) != nil {
+func (p Dir) containerDir(id string) (string, bool) {
+	if ValidateID(id) != nil {
 		return "", false
 	}
 	return filepath.Join(p.dir, id), true
 }
 
 // Paths are where Hold pins hs for container id.
-func (p pinDir) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
+func (p Dir) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
 	d, ok := p.containerDir(id)
 	if !ok {
 		return nil, fmt.Errorf("pin namespaces of %q: not a container id", id)
@@ -39,7 +40,7 @@ func (p pinDir) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]s
 
 // Hold pins each handle for container id, at its path in Paths. On error,
 // nothing stays pinned for id.
-func (p pinDir) Hold(id string, hs []*namespaces.Handle) error {
+func (p Dir) Hold(id string, hs []*namespaces.Handle) error {
 	paths, err := p.Paths(id, hs)
 	if err != nil {
 		return err
@@ -55,7 +56,7 @@ func (p pinDir) Hold(id string, hs []*namespaces.Handle) error {
 // Add pins one more handle for container id, at its path in Paths, and
 // returns that path. On error nothing of h stays pinned; the other pins of
 // id are left alone.
-func (p pinDir) Add(id string, h *namespaces.Handle) (string, error) {
+func (p Dir) Add(id string, h *namespaces.Handle) (string, error) {
 	paths, err := p.Paths(id, []*namespaces.Handle{h})
 	if err != nil {
 		return "", err
@@ -67,7 +68,7 @@ func (p pinDir) Add(id string, h *namespaces.Handle) (string, error) {
 }
 
 // Path returns the pin of kind for container id, if there is one.
-func (p pinDir) Path(id string, kind namespaces.Kind) (string, bool) {
+func (p Dir) Path(id string, kind namespaces.Kind) (string, bool) {
 	d, ok := p.containerDir(id)
 	if !ok {
 		return "", false
@@ -80,7 +81,7 @@ func (p pinDir) Path(id string, kind namespaces.Kind) (string, bool) {
 }
 
 // Release unpins everything held for container id.
-func (p pinDir) Release(id string) error {
+func (p Dir) Release(id string) error {
 	d, ok := p.containerDir(id)
 	if !ok {
 		return nil
@@ -106,7 +107,7 @@ func (p pinDir) Release(id string) error {
 }
 
 // IDs lists the containers that hold pins.
-func (p pinDir) IDs() ([]string, error) {
+func (p Dir) IDs() ([]string, error) {
 	entries, err := os.ReadDir(p.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -123,19 +124,39 @@ func (p pinDir) IDs() ([]string, error) {
 	return ids, nil
 }
 
-// pinCounts counts the namespaces pinned on disk, by kind.
-func (t *targeter) pinCounts() (map[string]int, error) {
-	ids, err := t.pins.IDs()
-	if err != nil {
-		return nil, err
+// MaxIDLen bounds an id. containerd ids are 64 hex digits; any CRI
+// runtime's ids fit well within this.
+const MaxIDLen = 128
+
+// ValidateID accepts a container id, or a unique prefix of one: ASCII
+// letters and digits, with '.', '_' and '-' between them. Paths, "..", NUL,
+// non-ASCII bytes and absurd lengths are refused, so no id names a path
+// outside the pin directory.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("the id is empty")
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%q is %d bytes long; at most %d allowed", clip(id), len(id), MaxIDLen)
 	}
-	n := map[string]int{string(namespaces.PID): 0, string(namespaces.IPC): 0}
-	for _, id := range ids {
-		for _, kind := range []namespaces.Kind{namespaces.PID, namespaces.IPC} {
-			if _, ok := t.pins.Path(id, kind); ok {
-				n[string(kind)]++
-			}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if isAlnum(c) || (c == '.' || c == '_' || c == '-') && i > 0 && i < len(id)-1 && isAlnum(id[i-1]) {
+			continue
 		}
+		return fmt.Errorf("%q has %q at byte %d; a container id is ASCII letters and digits, with single '.', '_' or '-' between them", clip(id), c, i)
 	}
-	return n, nil
+	return nil
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:80] + "..."
 }

@@ -1,4 +1,4 @@
-package server
+package intents
 
 import (
 	"os"
@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestIntentDir: records are written whole and listed back; a temporary
+// TestDir: records are written whole and listed back; a temporary
 // file is neither listed nor removed (it may be a Put in flight).
-func TestIntentDir(t *testing.T) {
-	d := intentDir{dir: filepath.Join(t.TempDir(), "intents")}
+func TestDir(t *testing.T) {
+	d := New(filepath.Join(t.TempDir(), "intents"))
 	if l, err := d.List(); err != nil || len(l) != 0 {
 		t.Fatalf("List of a missing dir = %v, %v", l, err)
 	}
-	in := intent{ID: newIntentID(), Sandbox: "s", Name: "n", Attempt: 2, Target: "t"}
+	in := Record{ID: NewID(), Sandbox: "s", Name: "n", Attempt: 2, Target: "t"}
 	if err := d.Put(in); err != nil {
 		t.Fatal(err)
 	}

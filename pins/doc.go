@@ -1,0 +1,10 @@
+// Package pins keeps pins of namespaces on disk, one directory per
+// container: <dir>/<container id>/<kind>. It is mechanism beside package
+// namespaces (which makes one pin): which container's namespaces are pinned,
+// where, and releasing them all. Nothing about pins lives only in memory, so
+// a restarted shim sees every pin its predecessor made. It holds no lock:
+// each container's pins are made and released by the calls about that
+// container, and the file system orders the rest.
+//
+// The policy (which namespaces to pin for whom, and when) is the caller's.
+package pins
