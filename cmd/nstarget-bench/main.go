@@ -3,7 +3,9 @@
 // that machine noise falls on all sides. Besides the shim, the latency and
 // throughput measures take a third side, a byte splice in front of the same
 // containerd (a process of its own that copies bytes and parses nothing):
-// the floor of any proxy's cost on this machine. It ends with the figures of
+// the floor of any proxy's cost on this machine. With --baseline-binary, a
+// second shim from another binary (an older commit's) is one more side of
+// every measure, so that old and new compare in one run. It ends with the figures of
 // docs/benchmarks.md, each against its target, as markdown, with the command
 // line and the machine.
 //
@@ -45,6 +47,9 @@ type options struct {
 	direct      string
 	shim        string
 	shimPID     int
+	baselineBin string // another cri-nstarget binary, started beside the shim; "": none
+	baseline    string // its endpoint, once started
+	baselinePID int
 	image       string
 	sandboxSize []int // ListContainers scaling points
 	only        string
@@ -76,6 +81,7 @@ func main() {
 	flag.StringVar(&o.direct, "direct", "", "containerd CRI endpoint to measure, a unix socket (with --shim; default: start one)")
 	flag.StringVar(&o.shim, "shim", "", "cri-nstarget endpoint in front of --direct")
 	flag.IntVar(&o.shimPID, "shim-pid", 0, "pid of the --shim process, for its memory and CPU time")
+	flag.StringVar(&o.baselineBin, "baseline-binary", "", "another cri-nstarget binary (an older commit's) to measure beside --shim-binary, as one more side of every measure (without --direct); empty: none")
 	flag.StringVar(&o.image, "image", "", "busybox-like image present on the backend (default: the private one's)")
 	flag.StringVar(&o.only, "only", "", "comma-separated measures to run (lifecycle,target,scaling,unary,throughput); default all")
 	flag.BoolVar(&o.verbose, "v", false, "print each slice of the throughput measure")
@@ -93,6 +99,9 @@ func main() {
 }
 
 func run(ctx context.Context, o options, command string) error {
+	if o.direct != "" && o.baselineBin != "" {
+		return fmt.Errorf("--baseline-binary starts the baseline in front of a private containerd: not with --direct")
+	}
 	started := time.Now()
 	m := machineFacts()
 	if o.direct == "" {
@@ -119,24 +128,30 @@ func run(ctx context.Context, o options, command string) error {
 		}
 		defer unix.Unmount(dir, unix.MNT_DETACH)
 		m.stateDir = "tmpfs (as /run on a node)"
-		bin, _ := filepath.Abs(o.shimBin)
-		if m.shim, err = shimVersion(bin); err != nil {
-			return err
-		}
-		s, err := harness.StartShim(ctx, bin, dir, env.Containerd, "--log-level", "warn")
+		s, version, err := startShim(ctx, o.shimBin, dir, env.Containerd)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
+		m.shim = version
 		if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
 			// containerd has NRI: the shim above targets through it, a
 			// second one on the Update path is measured beside it
-			u, err := harness.StartShim(ctx, bin, filepath.Join(dir, "update"), env.Containerd, "--log-level", "warn", "--targeting-via", "update")
+			u, _, err := startShim(ctx, o.shimBin, filepath.Join(dir, "update"), env.Containerd, "--targeting-via", "update")
 			if err != nil {
 				return err
 			}
 			defer u.Close()
 			o.updateShim = u.Endpoint()
+		}
+		if o.baselineBin != "" {
+			bs, version, err := startShim(ctx, o.baselineBin, filepath.Join(dir, "baseline"), env.Containerd)
+			if err != nil {
+				return fmt.Errorf("baseline: %w", err)
+			}
+			defer bs.Close()
+			m.baseline, o.baseline, o.baselinePID = version, bs.Endpoint(), bs.PID()
+			fmt.Printf("baseline cri-nstarget %s, pid %d\n", o.baselineBin, o.baselinePID)
 		}
 		o.direct, o.shim, o.shimPID, o.image = env.Containerd.Endpoint(), s.Endpoint(), s.PID(), env.BusyboxImage
 		m.containerd = "private, " + o.direct
@@ -160,15 +175,18 @@ func run(ctx context.Context, o options, command string) error {
 	m.splice = fmt.Sprintf("`nstarget-bench splice`, io.Copy both ways, one containerd connection per client connection, a process of its own (pid %d)", splicePID)
 	fmt.Printf("splice %s (pid %d)\n", spliceEP, splicePID)
 
-	var b bench
-	b.o = o
-	for k, ep := range [nSides]string{o.direct, o.shim, spliceEP} {
-		c, err := dial(ep)
+	b := bench{o: o, n: nSides - 1}
+	if o.baseline != "" {
+		b.n = nSides
+	}
+	endpoints, pids := [nSides]string{o.direct, o.shim, spliceEP, o.baseline}, [nSides]int{0, o.shimPID, splicePID, o.baselinePID}
+	for k := range b.n {
+		c, err := dial(endpoints[k])
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		b.sides[k] = side{name: sideNames[k], rt: runtimeapi.NewRuntimeServiceClient(c), pid: [nSides]int{0, o.shimPID, splicePID}[k]}
+		b.sides[k] = side{name: sideNames[k], rt: runtimeapi.NewRuntimeServiceClient(c), pid: pids[k]}
 	}
 	if o.updateShim != "" {
 		c, err := dial(o.updateShim)
@@ -184,8 +202,21 @@ func run(ctx context.Context, o options, command string) error {
 	if err := b.all(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("\n%s\n%s", detailTable(b.results), summary(command, m, started, time.Since(started), b.figures))
+	fmt.Printf("\n%s\n%s", detailTable(b.results, b.n), summary(command, m, started, time.Since(started), b.figures, b.baseline))
 	return nil
+}
+
+// startShim starts the cri-nstarget binary bin in front of c, with its
+// socket, state dir and log in dir and extra flags, and says which binary
+// it is (--version and sha256).
+func startShim(ctx context.Context, bin, dir string, c *harness.Containerd, extra ...string) (*harness.Shim, string, error) {
+	bin, _ = filepath.Abs(bin)
+	version, err := shimVersion(bin)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := harness.StartShim(ctx, bin, dir, c, append([]string{"--log-level", "warn"}, extra...)...)
+	return s, version, err
 }
 
 func dial(endpoint string) (*grpc.ClientConn, error) {

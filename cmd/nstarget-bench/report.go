@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -9,13 +10,14 @@ import (
 
 // The sides a measure alternates between, in table order.
 const (
-	sideDirect = iota // containerd's CRI socket
-	sideShim          // cri-nstarget in front of it
-	sideSplice        // a byte splice in front of it: the floor of any proxy
+	sideDirect   = iota // containerd's CRI socket
+	sideShim            // cri-nstarget in front of it
+	sideSplice          // a byte splice in front of it: the floor of any proxy
+	sideBaseline        // another cri-nstarget binary in front of it (-baseline-binary): the old shim
 	nSides
 )
 
-var sideNames = [nSides]string{"direct", "shim", "splice"}
+var sideNames = [nSides]string{"direct", "shim", "splice", "baseline"}
 
 // result is one row of the details table.
 type result struct {
@@ -116,36 +118,60 @@ func signed(d time.Duration) string {
 }
 
 // summaryTable is the table of issue 10's item 7: every headline figure, in
-// order, measured or not.
-func summaryTable(got map[string]outcome) string {
+// order, measured or not. With a baseline (base not nil), the old shim's
+// value of each stands beside the shim's, computed the same way; the
+// verdict is the shim's.
+func summaryTable(got, base map[string]outcome) string {
+	cols := []string{"figure", "target", "measured", "met/missed"}
+	if base != nil {
+		cols = slices.Insert(cols, 3, "baseline (old)")
+	}
 	var b strings.Builder
-	b.WriteString("| figure | target | measured | met/missed |\n|---|---|---|---|\n")
+	b.WriteString(header(cols...))
 	for _, h := range headline {
 		o, ok := got[h.name]
 		if !ok {
 			o = outcome{"not measured in this run", "–"}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", h.name, h.target, o.measured, o.verdict)
+		cells := []string{h.name, h.target, o.measured, string(o.verdict)}
+		if base != nil {
+			old, ok := base[h.name]
+			if !ok {
+				old.measured = "–"
+			}
+			cells = slices.Insert(cells, 3, old.measured)
+		}
+		b.WriteString(row(cells...))
 	}
 	return b.String()
 }
 
-// detailTable is every measure's min / p50 / p99 on each side.
-func detailTable(results []result) string {
-	var b strings.Builder
-	b.WriteString("| measure |")
-	for _, n := range sideNames {
-		fmt.Fprintf(&b, " %s min / p50 / p99 |", n)
+// detailTable is every measure's min / p50 / p99 on the first n sides.
+func detailTable(results []result, n int) string {
+	cols := []string{"measure"}
+	for _, name := range sideNames[:n] {
+		cols = append(cols, name+" min / p50 / p99")
 	}
-	b.WriteString(" figure |\n|---|---|---|---|---|\n")
+	var b strings.Builder
+	b.WriteString(header(append(cols, "figure")...))
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s |", r.measure)
-		for _, s := range r.sides {
-			fmt.Fprintf(&b, " %s |", s)
+		cells := []string{r.measure}
+		for _, s := range r.sides[:n] {
+			cells = append(cells, s.String())
 		}
-		fmt.Fprintf(&b, " %s |\n", r.figure)
+		b.WriteString(row(append(cells, r.figure)...))
 	}
 	return b.String()
+}
+
+// header is a markdown table's first two lines.
+func header(cols ...string) string {
+	return row(cols...) + strings.Repeat("|---", len(cols)) + "|\n"
+}
+
+// row is one line of a markdown table.
+func row(cells ...string) string {
+	return "| " + strings.Join(cells, " | ") + " |\n"
 }
 
 // machine is what the summary says about where it ran.
@@ -157,6 +183,7 @@ type machine struct {
 	os         string
 	containerd string // the CRI Version answer, and whether private
 	shim       string // its --version and sha256, or how it was reached
+	baseline   string // the baseline's --version and sha256; "": none
 	stateDir   string // where the shims' state dir is, when the bench made it
 	splice     string
 }
@@ -171,10 +198,13 @@ func (m machine) String() string {
 	if m.kernel != "" {
 		facts = append(facts, "kernel "+m.kernel)
 	}
-	return "- machine: " + strings.Join(facts, ", ") + "\n" +
+	s := "- machine: " + strings.Join(facts, ", ") + "\n" +
 		"- containerd: " + m.containerd + "\n" +
-		"- shim: " + m.shim + stateDirNote(m.stateDir) + "\n" +
-		"- splice (the floor): " + m.splice + "\n"
+		"- shim: " + m.shim + stateDirNote(m.stateDir) + "\n"
+	if m.baseline != "" {
+		s += "- baseline (old): " + m.baseline + stateDirNote(m.stateDir) + "\n"
+	}
+	return s + "- splice (the floor): " + m.splice + "\n"
 }
 
 func stateDirNote(where string) string {
@@ -197,7 +227,8 @@ func commandLine(args []string) string {
 }
 
 // summary is what a run ends with: pasted as is into docs/benchmarks.md.
-func summary(command string, m machine, when time.Time, took time.Duration, got map[string]outcome) string {
+// base is the baseline's figures, nil without one.
+func summary(command string, m machine, when time.Time, took time.Duration, got, base map[string]outcome) string {
 	return fmt.Sprintf("Command: `%s` (%s, %s)\n\n%s\n%s", command,
-		when.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), m, summaryTable(got))
+		when.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), m, summaryTable(got, base))
 }

@@ -50,7 +50,7 @@ func TestSummaryTable(t *testing.T) {
 		figLifecycle: {"1.013", met},
 		figCPU:       {"13 ms (splice 4 ms)", reported},
 	}
-	table := summaryTable(got)
+	table := summaryTable(got, nil)
 	lines := strings.Split(strings.TrimSpace(table), "\n")
 	if len(lines) != 2+len(headline) {
 		t.Fatalf("table:\n%s\nwant a header and %d rows", table, len(headline))
@@ -77,15 +77,39 @@ func TestSummaryTable(t *testing.T) {
 
 func TestDetailTable(t *testing.T) {
 	ms := time.Millisecond
-	table := detailTable([]result{
-		{measure: "Version", sides: [nSides]stats{{n: 2, min: ms, med: 2 * ms, p99: 3 * ms}, {n: 2, min: ms, med: 2 * ms, p99: 4 * ms}, {}},
+	rows := []result{
+		{measure: "Version", sides: [nSides]stats{{n: 2, min: ms, med: 2 * ms, p99: 3 * ms}, {n: 2, min: ms, med: 2 * ms, p99: 4 * ms}, {}, {n: 2, min: ms, med: 3 * ms, p99: 5 * ms}},
 			figure: "added p50 +0s"},
-	})
-	want := "| measure | direct min / p50 / p99 | shim min / p50 / p99 | splice min / p50 / p99 | figure |\n" +
-		"|---|---|---|---|---|\n" +
-		"| Version | 1ms / 2ms / 3ms | 1ms / 2ms / 4ms | – | added p50 +0s |\n"
-	if table != want {
-		t.Errorf("detailTable:\n%s\nwant\n%s", table, want)
+	}
+	for _, tc := range []struct {
+		sides int
+		want  string
+	}{
+		{nSides - 1, "| measure | direct min / p50 / p99 | shim min / p50 / p99 | splice min / p50 / p99 | figure |\n" +
+			"|---|---|---|---|---|\n" +
+			"| Version | 1ms / 2ms / 3ms | 1ms / 2ms / 4ms | – | added p50 +0s |\n"},
+		{nSides, "| measure | direct min / p50 / p99 | shim min / p50 / p99 | splice min / p50 / p99 | baseline min / p50 / p99 | figure |\n" +
+			"|---|---|---|---|---|---|\n" +
+			"| Version | 1ms / 2ms / 3ms | 1ms / 2ms / 4ms | – | 1ms / 3ms / 5ms | added p50 +0s |\n"},
+	} {
+		if table := detailTable(rows, tc.sides); table != tc.want {
+			t.Errorf("detailTable(%d sides):\n%s\nwant\n%s", tc.sides, table, tc.want)
+		}
+	}
+}
+
+func TestAdded(t *testing.T) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	var st [nSides]stats
+	st[sideDirect] = stats{n: 1, med: us(100), p99: us(200)}
+	st[sideShim] = stats{n: 1, med: us(230), p99: us(600)}
+	st[sideSplice] = stats{n: 1, med: us(140), p99: us(190)}
+	if got, want := added(st), "added p50 shim +130µs, splice +40µs; p99 shim +400µs, splice -10µs"; got != want {
+		t.Errorf("added without a baseline = %q, want %q", got, want)
+	}
+	st[sideBaseline] = stats{n: 1, med: us(250), p99: us(700)}
+	if got, want := added(st), "added p50 shim +130µs, baseline +150µs, splice +40µs; p99 shim +400µs, baseline +500µs, splice -10µs"; got != want {
+		t.Errorf("added with a baseline = %q, want %q", got, want)
 	}
 }
 
@@ -97,15 +121,23 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
+// TestSummary is a run with a baseline: its figures stand beside the shim's.
 func TestSummary(t *testing.T) {
 	m := machine{cpus: 2, cpuModel: "AMD EPYC", memory: "24 GiB", kernel: "6.1.0-40-amd64", os: "Debian GNU/Linux 12 (bookworm)",
-		containerd: "containerd 1.6.20~ds1 (private)", shim: "cri-nstarget dev, sha256 0123456789ab", splice: "io.Copy, a process of its own"}
-	s := summary("nstarget-bench -count 2", m, time.Date(2026, 11, 23, 7, 40, 0, 0, time.UTC), 83*time.Second, nil)
+		containerd: "containerd 1.6.20~ds1 (private)", shim: "cri-nstarget dev, sha256 0123456789ab", baseline: "cri-nstarget old, sha256 ba5e",
+		splice: "io.Copy, a process of its own"}
+	got := map[string]outcome{figLifecycle: {"1.013", met}, figTargetUpdate: {"+3ms", reported}}
+	base := map[string]outcome{figLifecycle: {"1.031", missed}}
+	s := summary("nstarget-bench -count 2", m, time.Date(2026, 11, 23, 7, 40, 0, 0, time.UTC), 83*time.Second, got, base)
 	for _, want := range []string{
 		"Command: `nstarget-bench -count 2` (2026-11-23 07:40 UTC, 1m23s)\n",
 		"- machine: 2 CPUs (nproc), AMD EPYC, 24 GiB, Debian GNU/Linux 12 (bookworm), kernel 6.1.0-40-amd64\n",
 		"- containerd: containerd 1.6.20~ds1 (private)\n",
-		"| figure | target | measured | met/missed |\n",
+		"- baseline (old): cri-nstarget old, sha256 ba5e\n",
+		"| figure | target | measured | baseline (old) | met/missed |\n|---|---|---|---|---|\n",
+		"| pod lifecycle (7 calls), shim/direct p50 | ≤ 1.02 | 1.013 | 1.031 | met |\n",
+		"| the same, a shim forced onto the Update path | reported | +3ms | – | reported |\n",
+		"| 64-client throughput, shim/direct | ≥ 0.90 | not measured in this run | – | – |\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary has no %q:\n%s", want, s)
@@ -114,9 +146,17 @@ func TestSummary(t *testing.T) {
 }
 
 func TestMachineString(t *testing.T) {
-	got := machine{cpus: 2, kernel: "6.1.0", containerd: "c", shim: "s", splice: "f"}.String()
-	want := "- machine: 2 CPUs (nproc), kernel 6.1.0\n- containerd: c\n- shim: s\n- splice (the floor): f\n"
-	if got != want {
-		t.Errorf("machine.String() =\n%s\nwant\n%s", got, want)
+	for _, tc := range []struct {
+		m    machine
+		want string
+	}{
+		{machine{cpus: 2, kernel: "6.1.0", containerd: "c", shim: "s", splice: "f"},
+			"- machine: 2 CPUs (nproc), kernel 6.1.0\n- containerd: c\n- shim: s\n- splice (the floor): f\n"},
+		{machine{cpus: 2, containerd: "c", shim: "s", baseline: "o", stateDir: "tmpfs", splice: "f"},
+			"- machine: 2 CPUs (nproc)\n- containerd: c\n- shim: s; state dir on tmpfs\n- baseline (old): o; state dir on tmpfs\n- splice (the floor): f\n"},
+	} {
+		if got := tc.m.String(); got != tc.want {
+			t.Errorf("machine.String() =\n%s\nwant\n%s", got, tc.want)
+		}
 	}
 }

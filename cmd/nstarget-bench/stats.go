@@ -62,12 +62,15 @@ func shift(a, b []time.Duration) time.Duration {
 
 // order is the side (0 to n-1) that block i of a measure over n sides goes
 // to. Blocks run in cycles of n, one block a side, and the cycles take each
-// order of the sides in turn (for three: 012, 021, 102, 120, 201, 210), so
-// that every side gets as many blocks as the others after each cycle and no
-// side always follows the same one.
+// order of the sides in turn, every n cycles one led by each side (for
+// three: 012, 102, 201, 021, 120, 210), so that every side gets as many
+// blocks as the others after each cycle, none always comes first in a short
+// measure (four sides have 24 orders), and no side always follows the same
+// one.
 func order(n, i int) int {
-	perms := permutations(n)
-	return perms[(i/n)%len(perms)][i%n]
+	perms := permutations(n) // lexicographic: the (n-1)! led by 0, then by 1, ...
+	cycle, led := i/n, len(perms)/n
+	return perms[(cycle%n)*led+(cycle/n)%led][i%n]
 }
 
 // permutations of 0..n-1 in lexicographic order.

@@ -61,7 +61,7 @@ func TestOrder(t *testing.T) {
 	for i := range 18 {
 		seq = append(seq, order(3, i))
 	}
-	want := []int{0, 1, 2, 0, 2, 1, 1, 0, 2, 1, 2, 0, 2, 0, 1, 2, 1, 0}
+	want := []int{0, 1, 2, 1, 0, 2, 2, 0, 1, 0, 2, 1, 1, 2, 0, 2, 1, 0}
 	if !slices.Equal(seq, want) {
 		t.Fatalf("order(3, 0..17) = %v, want %v", seq, want)
 	}
@@ -80,5 +80,21 @@ func TestOrder(t *testing.T) {
 	}
 	if got := []int{order(2, 0), order(2, 1), order(2, 2), order(2, 3)}; !slices.Equal(got, []int{0, 1, 1, 0}) {
 		t.Errorf("order(2, 0..3) = %v", got)
+	}
+	// With four sides, every four cycles have one led by each side, and
+	// the 24 cycles take the 24 orders.
+	seen := map[[4]int]bool{}
+	for cycle := range 24 {
+		var o [4]int
+		for j := range 4 {
+			o[j] = order(4, 4*cycle+j)
+		}
+		seen[o] = true
+		if want := cycle % 4; o[0] != want {
+			t.Errorf("cycle %d of four sides: %v, want it led by %d", cycle, o, want)
+		}
+	}
+	if len(seen) != 24 {
+		t.Errorf("24 cycles of four sides took %d orders, want 24", len(seen))
 	}
 }
