@@ -6,28 +6,24 @@ import (
 	"sync"
 
 	nriapi "github.com/containerd/nri/pkg/api"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/codes"
 
 	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/intents"
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
-// tokenAnnotation is the NRI token's annotation, none for no token.
-func tokenAnnotation(token string) []criwire.Annotation {
-	if token == "" {
-		return nil
-	}
-	return []criwire.Annotation{{Key: annotationRequest, Value: token}}
-}
-
 // createContainer handles CreateContainer, read off the wire (criwire):
 // requests with neither TARGET nor an unknown NamespaceMode, and bytes that
-// are not protobuf, go to the backend byte for byte. Otherwise the target
-// is resolved and its namespaces opened before anything is created, the
-// request is forwarded with POD in place of TARGET, and the new container's
-// spec is pointed at pins of the target's namespaces.
-func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
+// are not protobuf, go to the backend byte for byte. Otherwise it prepares
+// (resolves the target, opens its namespaces), records the intent,
+// forwards the request with POD in place of TARGET, points the new
+// container at pins of the target's namespaces (inside the backend's create
+// through NRI, or after it through the spec), and reports. Each step's undo
+// follows it: a failed create leaves no container, no pin and no record.
+func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardFunc) (_ []byte, retErr error) {
 	req, err := criwire.ReadCreate(raw)
 	if err != nil {
 		// not protobuf: the backend answers it as it would directly
@@ -45,194 +41,273 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		return nil, err
 	}
 	defer o.close()
-	defer func() {
-		if o.pinning != "" {
-			t.pinning.done(o.pinning)
-		}
-	}()
 	if err := t.strictErr(o); err != nil {
 		return nil, err
 	}
-	// The NRI path: the request carries a token, and the answer to
-	// containerd's NRI event for the container it makes points it at the
-	// pins (adjust). checkPID is set below, before anything can call it.
-	var checkPID func() error
-	token := ""
-	if t.nri != nil && len(o.handles) > 0 {
-		token = newToken()
-		call := &nriCall{sandbox: o.sandbox, name: o.name, adjust: func(c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
-			return t.adjust(c, o, checkPID)
-		}}
-		if !t.nri.expect(token, call) {
-			token = ""
-		}
-	}
-	if t.nriOnly && token == "" && len(o.handles) > 0 {
-		_, why := t.nri.path()
-		return nil, coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", o.name, why)
-	}
-	// TARGET (and unknown modes) become POD, with the token if any;
-	// everything else reaches the backend as it came.
-	b, err := criwire.RewriteCreate(raw, tokenAnnotation(token)...)
-	if err != nil {
-		if token != "" {
-			t.nri.settle(ctx, token)
-		}
-		return nil, fmt.Errorf("rewrite CreateContainerRequest: %w", err)
-	}
-	// Written down before anything is created, removed once the answer is
-	// ready: a crash in between leaves a record that start-up reconciles.
-	in := intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: o.name, Attempt: req.Attempt, Target: o.rec.Target}
-	if err := t.begin(in); err != nil {
-		return nil, err
-	}
-	kept := false // the record stays for the reconciler
-	defer func() { t.end(in.ID, kept) }()
-	failpoint("create:recorded")
-
-	// The pid the namespaces were opened through is confirmed with
-	// containerd while the backend creates the container: nothing joins
-	// them before CreateContainer answers, and the answer waits for it.
 	// From here on the shim's own steps do not depend on the caller: a
 	// caller that gives up after the backend made the container must not
 	// leave it half-made.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateStepsTimeout)
 	defer cancel()
-	confirmed := make(chan error, 1)
-	if len(o.handles) > 0 {
-		go func() { confirmed <- t.confirmPID(lctx, o.rec.Target, o.pid) }()
-	} else {
-		confirmed <- nil
+	confirm := t.confirmation(lctx, o)
+	token, err := t.expectNRI(o, func(c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+		return t.answerNRI(c, o, confirm)
+	})
+	if err != nil {
+		return nil, err
 	}
-	// Whichever path asks first turns an unconfirmed pid into fallbacks.
-	checkPID = sync.OnceValue(func() error {
+	defer t.dropNRI(lctx, token) // a token whose request was never sent
+	defer func() {
+		if o.pinning != "" {
+			t.recon.pinning.done(o.pinning)
+		}
+	}()
+
+	// Written down before anything is created, removed once the answer is
+	// ready: a crash in between leaves a record that start-up reconciles.
+	f, err := t.recon.begin(intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: o.name, Attempt: req.Attempt, Target: o.rec.Target})
+	if err != nil {
+		return nil, err
+	}
+	defer f.end()
+	failpoint("create:recorded")
+
+	out, viaNRI, err := t.forward(ctx, lctx, raw, o, token, fwd)
+	if err != nil {
+		if !answered(err) {
+			// the backend may have made it after all: the reconciler
+			// removes whatever it finds under this name and attempt
+			f.handOver()
+		}
+		return nil, err
+	}
+	id, err := criwire.ContainerID(out)
+	if err != nil || id == "" {
+		f.handOver()
+		return nil, fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", o.name, err)
+	}
+	f.made(id)
+	defer func() {
+		if retErr != nil && !t.recon.discard(lctx, f.record) {
+			f.handOver() // marked for discarding: the reconciler removes it
+		}
+	}()
+	failpoint("create:forwarded")
+
+	if !viaNRI {
+		if err := t.pointSpec(lctx, id, o, confirm); err != nil {
+			return nil, err
+		}
+	}
+	t.report.outcome(id, o)
+	failpoint("create:finished")
+	return out, nil
+}
+
+// confirmation confirms with containerd, while the backend creates the
+// container, that the pid o's namespaces were opened through is still the
+// target's: nothing joins them before CreateContainer answers, and the
+// answer waits for it. The function it returns waits for the confirmation
+// (once; either path may ask first) and turns an unconfirmed pid into
+// fallbacks.
+func (t *targeter) confirmation(ctx context.Context, o *outcome) func() error {
+	if len(o.handles) == 0 {
+		return func() error { return nil }
+	}
+	target, pid := o.rec.Target, o.pid
+	confirmed := make(chan error, 1)
+	go func() { confirmed <- t.confirmPID(ctx, target, pid) }()
+	return sync.OnceValue(func() error {
 		err := <-confirmed
 		if err != nil {
 			o.unconfirmed(err)
 		}
 		return err
 	})
-	out, err := fwd(ctx, b)
-	viaNRI := false
-	if token != "" {
-		answered, refusal := t.nri.settle(lctx, token)
-		switch {
-		case err == nil:
-			viaNRI = answered
-		case refusal != nil:
-			// adjust refused (strict): containerd made nothing
-			return nil, refusal
-		case answered && (isNamespaceRefusal(err) || isNamespaceConflict(err)):
-			// containerd failed the create for our adjustment: nothing was
-			// made, the pins go, and the create goes again.
-			if o.held {
-				t.releasePins(o.heldFor)
-				o.held = false
-			}
-			recordOnly := false
-			if isNamespaceRefusal(err) {
-				// The runtime refuses namespace adjustments (NRI's
-				// validator, by configuration): this create again through
-				// the Update path, and every other until NRI reconnects.
-				t.nri.refuse(err)
-				t.log.WithError(err).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
-			} else {
-				// Another NRI plugin sets a namespace this create targets,
-				// and NRI fails a create two plugins adjust alike. That
-				// plugin wins: the targeted namespaces fall back (strict:
-				// refused), and our answer is the record alone.
-				for kind, r := range o.rec.Namespaces {
-					if r.Result == oci.Targeted {
-						o.fallBack(kind, "create", reasonNRIConflict, codes.FailedPrecondition,
-							fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", err))
-					}
-				}
-				if serr := t.strictErr(o); serr != nil {
-					return nil, serr
-				}
-				recordOnly = true
-			}
-			out, viaNRI, err = t.forwardAgain(ctx, lctx, raw, o, fwd, recordOnly)
-			if !recordOnly {
-				token = "" // forwarded without one: the Update path is the plan
-			}
-		}
-	}
-	if err != nil {
-		if o.held {
-			// pinned in the NRI event, then the backend failed the create
-			t.releasePins(o.heldFor)
-		}
-		if !answered(err) {
-			// the backend may have made it after all: the reconciler
-			// removes whatever it finds under this name and attempt
-			kept = true
-		}
-		return nil, err
-	}
-	id, err := criwire.ContainerID(out)
-	if err != nil || id == "" {
-		return nil, fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", o.name, err)
-	}
-	in.Container = id
-	if err := t.intents.Put(in); err != nil {
-		t.log.WithError(err).WithField("container", id).Warn("intent record: the container id could not be added; the reconciler finds it by name")
-	}
-	failpoint("create:forwarded")
-	if viaNRI {
-		// pointed inside containerd's CreateContainer: nothing to write
-		t.report(id, o)
-		failpoint("create:finished")
-		return out, nil
-	}
-	if token != "" {
-		t.log.WithField("container", id).Warn("the NRI event for this container was not answered on a live connection; pointing its spec through containerd's API")
-	}
-	if err := checkPID(); err != nil {
-		if err := t.strictErr(o); err != nil {
-			kept = !t.discard(lctx, in)
-			return nil, err
-		}
-	}
-	if err := t.finish(lctx, id, o); err != nil {
-		kept = !t.discard(lctx, in)
-		return nil, err
-	}
-	failpoint("create:finished")
-	return out, nil
 }
 
-// forwardAgain forwards the request raw again after containerd failed it
-// for an NRI adjustment, without the token, or (recordOnly) with a new one
-// whose event is answered with the record alone (every namespace o targeted
-// fell back). It reports whether that answer was applied; if not, the Update
-// path writes what is left to write.
-func (t *targeter) forwardAgain(ctx, lctx context.Context, raw []byte, o *outcome, fwd forwardFunc, recordOnly bool) ([]byte, bool, error) {
-	token := ""
-	if recordOnly {
-		token = newToken()
-		call := &nriCall{sandbox: o.sandbox, name: o.name, adjust: func(*nriapi.Container) (*nriapi.ContainerAdjustment, error) {
-			o.rec.Via = ViaNRI
-			rec, err := o.rec.Encode()
-			if err != nil {
-				return nil, err
-			}
-			adj := &nriapi.ContainerAdjustment{}
-			adj.AddAnnotation(oci.AnnotationTargeting, rec)
-			return adj, nil
-		}}
-		if !t.nri.expect(token, call) {
-			token = ""
-		}
+// expectNRI registers the create with the NRI plugin, whose answer to the
+// event of the container it makes is answer, and returns the token its
+// request is to carry: "" for the Update path (no namespace to join, or NRI
+// not usable now). Configured for NRI only, a create with namespaces to join
+// is refused while NRI is not usable.
+func (t *targeter) expectNRI(o *outcome, answer func(*nriapi.Container) (*nriapi.ContainerAdjustment, error)) (string, error) {
+	if t.nri == nil || len(o.handles) == 0 {
+		return "", nil
 	}
+	token := nriplugin.NewToken()
+	if t.nri.Expect(token, &nriplugin.Call{Sandbox: o.sandbox, Name: o.name, Adjust: answer}) {
+		return token, nil
+	}
+	if t.nriOnly {
+		_, why := t.nri.Usable()
+		return "", coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", o.name, why)
+	}
+	return "", nil
+}
+
+// dropNRI ends the wait for token's event; a no-op once settled.
+func (t *targeter) dropNRI(ctx context.Context, token string) {
+	if token != "" {
+		t.nri.Settle(ctx, token)
+	}
+}
+
+// forward sends the request to the backend, TARGET (and unknown modes)
+// rewritten as POD, with token if any, and reports whether the container
+// was pointed inside the backend's create (its NRI event was answered).
+// When containerd fails the create for the shim's adjustment, the create
+// goes again (retryWithoutNRI).
+func (t *targeter) forward(ctx, lctx context.Context, raw []byte, o *outcome, token string, fwd forwardFunc) ([]byte, bool, error) {
+	out, answered, refusal, err := t.send(ctx, lctx, raw, token, fwd)
+	switch {
+	case err == nil:
+		if token != "" && !answered {
+			t.log.WithField("name", o.name).Warn("the NRI event for this container was not answered on a live connection; pointing its spec through containerd's API")
+		}
+		return out, answered, nil
+	case refusal != nil:
+		// the answer refused (strict): containerd made nothing
+		return nil, false, refusal
+	case answered && (nriplugin.IsNamespaceRefusal(err) || nriplugin.IsNamespaceConflict(err)):
+		return t.retryWithoutNRI(ctx, lctx, raw, o, err, fwd)
+	}
+	if o.held {
+		// pinned in the NRI event, then the backend failed the create
+		t.releasePins(o.heldFor)
+		o.held = false
+	}
+	return nil, false, err
+}
+
+// send rewrites the request with token, forwards it, and settles token's
+// event: whether it was answered on a live connection, and its refusal.
+func (t *targeter) send(ctx, lctx context.Context, raw []byte, token string, fwd forwardFunc) (out []byte, answered bool, refusal, err error) {
 	b, err := criwire.RewriteCreate(raw, tokenAnnotation(token)...)
 	if err != nil {
-		return nil, false, fmt.Errorf("rewrite CreateContainerRequest: %w", err)
+		return nil, false, nil, fmt.Errorf("rewrite CreateContainerRequest: %w", err)
 	}
-	out, err := fwd(ctx, b)
-	answered := false
+	out, err = fwd(ctx, b)
 	if token != "" {
-		answered, _ = t.nri.settle(lctx, token)
+		answered, refusal = t.nri.Settle(lctx, token)
 	}
+	return out, answered, refusal, err
+}
+
+// tokenAnnotation is the NRI token's annotation, none for no token.
+func tokenAnnotation(token string) []criwire.Annotation {
+	if token == "" {
+		return nil
+	}
+	return []criwire.Annotation{{Key: nriplugin.AnnotationRequest, Value: token}}
+}
+
+// retryWithoutNRI forwards the request again after containerd failed it for
+// the shim's NRI adjustment (cause): nothing was made, and the pins go.
+//   - The runtime refuses namespace adjustments (NRI's validator, by
+//     configuration): this create goes through the Update path, and every
+//     other until NRI reconnects.
+//   - Another NRI plugin sets a namespace this create targets, and NRI fails
+//     a create two plugins adjust alike: that plugin wins. The targeted
+//     namespaces fall back (strict: refused), and the event is answered with
+//     the record alone.
+func (t *targeter) retryWithoutNRI(ctx, lctx context.Context, raw []byte, o *outcome, cause error, fwd forwardFunc) ([]byte, bool, error) {
+	if o.held {
+		t.releasePins(o.heldFor)
+		o.held = false
+	}
+	if nriplugin.IsNamespaceRefusal(cause) {
+		t.nri.Refuse(cause)
+		t.log.WithError(cause).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
+		out, _, _, err := t.send(ctx, lctx, raw, "", fwd)
+		return out, false, err
+	}
+	o.fallBackTargeted(reasonNRIConflict, codes.FailedPrecondition,
+		fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", cause))
+	if err := t.strictErr(o); err != nil {
+		return nil, false, err
+	}
+	token := nriplugin.NewToken()
+	if !t.nri.Expect(token, &nriplugin.Call{Sandbox: o.sandbox, Name: o.name, Adjust: func(*nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+		o.rec.Via = ViaNRI
+		return nriAdjustment(pointing{}, o.rec)
+	}}) {
+		token = ""
+	}
+	out, answered, _, err := t.send(ctx, lctx, raw, token, fwd)
 	return out, answered, err
+}
+
+// answerNRI answers containerd's NRI CreateContainer event for c, the
+// container the backend is making for o: it waits for the target's pid to
+// be confirmed, pins, decides and renders the decision as an adjustment,
+// which containerd applies inside its CreateContainer. An error (strict
+// mode) makes containerd refuse the create: nothing is left, no pin either.
+// It runs on the NRI stub's goroutine and owns o until it returns.
+func (t *targeter) answerNRI(c *nriapi.Container, o *outcome, confirm func() error) (*nriapi.ContainerAdjustment, error) {
+	failpoint("create:nri-event")
+	id := c.GetId()
+	confirm()
+	o.rec.Via = ViaNRI
+	if o.pinsWanted() {
+		t.recon.pinning.add(id) // until the create returns (o.pinning)
+		o.pinning = id
+	}
+	pinErr := t.pin(id, o)()
+	p, err := t.decide(id, viewOfNRI(c), o, pinErr)
+	if err != nil {
+		return nil, err
+	}
+	adj, err := nriAdjustment(p, o.rec)
+	if err != nil {
+		t.releasePins(id)
+		return nil, err
+	}
+	o.held, o.heldFor = len(p.ns) > 0, id
+	return adj, nil
+}
+
+// pointSpec is the Update path: it pins, decides and renders the decision
+// into the stored spec of container id, which the backend made in the pod's
+// namespaces. The pins are made while the spec is read: their paths follow
+// from the id, and nothing can join them before CreateContainer answers. An
+// error means the container must not be kept.
+func (t *targeter) pointSpec(ctx context.Context, id string, o *outcome, confirm func() error) error {
+	confirm()
+	o.rec.Via = ViaUpdate
+	pinned := t.pin(id, o)
+	var refusal error
+	err := t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		p, err := t.decide(id, viewOfSpec(spec), o, pinned())
+		if err != nil {
+			refusal = err
+			return nil, err
+		}
+		return specOpts(p, o.rec), nil
+	})
+	pinned() // the callback may not have run (the spec was not read)
+	switch {
+	case refusal != nil:
+		return refusal
+	case err != nil:
+		return t.specNotWritten(id, o, err)
+	}
+	return nil
+}
+
+// pin pins o's namespaces for container id, in the background; the function
+// it returns waits for that (once) and says whether it failed. On failure
+// nothing stays pinned.
+func (t *targeter) pin(id string, o *outcome) func() error {
+	if !o.pinsWanted() {
+		return func() error { return nil }
+	}
+	held := make(chan error, 1)
+	if err := t.setPinPaths(id, o); err != nil {
+		held <- err
+	} else {
+		hs := o.handles
+		go func() { held <- t.pins.Hold(id, hs) }()
+	}
+	return sync.OnceValue(func() error { return <-held })
 }

@@ -89,133 +89,141 @@ func (r *rig) backendContainers() int {
 }
 
 func TestCreateWithoutTargetIsUntouched(t *testing.T) {
-	r := newRig(t, false)
-	req := createReq("sb1", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER})
-	if _, err := r.create(t, req); err != nil {
-		t.Fatal(err)
-	}
-	if got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_CONTAINER {
-		t.Errorf("backend got pid %v", got)
-	}
-	if len(r.specs.specs) != 0 || len(r.opened) != 0 {
-		t.Error("shim touched a container that asked for no targeting")
-	}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		req := createReq("sb1", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER})
+		if _, err := r.create(t, req); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_CONTAINER {
+			t.Errorf("backend got pid %v", got)
+		}
+		if len(r.specs.specs) != 0 || len(r.opened) != 0 {
+			t.Error("shim touched a container that asked for no targeting")
+		}
+	})
 }
 
 func TestCreateTargetsPIDAndIPC(t *testing.T) {
-	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, createReq("sb1", &runtimeapi.NamespaceOption{
-		Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
-	if got.GetPid() != runtimeapi.NamespaceMode_POD || got.GetIpc() != runtimeapi.NamespaceMode_POD || got.GetTargetId() != "" {
-		t.Errorf("backend got %v, want POD/POD and no target_id", got)
-	}
-	for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.IPCNamespace} {
-		if p, want := r.nsPath(id, typ), "/pins/"+id+"/"+string(typ); p != want {
-			t.Errorf("%s path = %q, want the pin %q", typ, p, want)
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		id, err := r.create(t, createReq("sb1", &runtimeapi.NamespaceOption{
+			Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	rec := r.record(t, id)
-	if rec.Target != "app1" {
-		t.Errorf("record target = %q", rec.Target)
-	}
-	pid := rec.Namespaces["pid"]
-	if pid.Result != oci.Targeted || pid.PodPath != "/proc/42/ns/pid" || pid.Inode == 0 {
-		t.Errorf("pid record = %+v, want targeted, pod path kept, inode set", pid)
-	}
-	if rec.Namespaces["ipc"].Result != oci.Targeted {
-		t.Errorf("ipc record = %+v", rec.Namespaces["ipc"])
-	}
+		got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions()
+		if got.GetPid() != runtimeapi.NamespaceMode_POD || got.GetIpc() != runtimeapi.NamespaceMode_POD || got.GetTargetId() != "" {
+			t.Errorf("backend got %v, want POD/POD and no target_id", got)
+		}
+		for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.IPCNamespace} {
+			if p, want := r.nsPath(id, typ), "/pins/"+id+"/"+string(typ); p != want {
+				t.Errorf("%s path = %q, want the pin %q", typ, p, want)
+			}
+		}
+		rec := r.record(t, id)
+		if rec.Target != "app1" {
+			t.Errorf("record target = %q", rec.Target)
+		}
+		pid := rec.Namespaces["pid"]
+		if pid.Result != oci.Targeted || pid.PodPath != "/proc/42/ns/pid" || pid.Inode == 0 {
+			t.Errorf("pid record = %+v, want targeted, pod path kept, inode set", pid)
+		}
+		if rec.Namespaces["ipc"].Result != oci.Targeted {
+			t.Errorf("ipc record = %+v", rec.Namespaces["ipc"])
+		}
+	})
 }
 
 func TestCreateRefusals(t *testing.T) {
-	for _, tc := range []struct {
-		desc   string
-		target string
-		code   codes.Code
-	}{
-		{"unknown target", "ghost", codes.NotFound},
-		{"target in another pod", "other", codes.FailedPrecondition},
-		{"ambiguous prefix", "dup", codes.InvalidArgument},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			for _, strict := range []bool{false, true} {
-				r := newRig(t, strict)
-				r.addTarget("other", "sb2", runtimeapi.ContainerState_CONTAINER_RUNNING)
-				r.addTarget("dup", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-				r.addTarget("dup", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-				_, err := r.create(t, createReq("sb1", pidTarget(tc.target)))
-				if status.Code(err) != tc.code {
-					t.Fatalf("strict=%v: %v, want %v", strict, err, tc.code)
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		for _, tc := range []struct {
+			desc   string
+			target string
+			code   codes.Code
+		}{
+			{"unknown target", "ghost", codes.NotFound},
+			{"target in another pod", "other", codes.FailedPrecondition},
+			{"ambiguous prefix", "dup", codes.InvalidArgument},
+		} {
+			t.Run(tc.desc, func(t *testing.T) {
+				for _, strict := range []bool{false, true} {
+					r := newRig(t, strict)
+					r.addTarget("other", "sb2", runtimeapi.ContainerState_CONTAINER_RUNNING)
+					r.addTarget("dup", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+					r.addTarget("dup", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+					_, err := r.create(t, createReq("sb1", pidTarget(tc.target)))
+					if status.Code(err) != tc.code {
+						t.Fatalf("strict=%v: %v, want %v", strict, err, tc.code)
+					}
+					if msg := status.Convert(err).Message(); !strings.Contains(msg, "debugger") || !strings.Contains(msg, tc.target) {
+						t.Errorf("message %q does not name both containers", msg)
+					}
+					if r.createdCount() != 0 {
+						t.Error("backend was asked to create a container")
+					}
 				}
-				if msg := status.Convert(err).Message(); !strings.Contains(msg, "debugger") || !strings.Contains(msg, tc.target) {
-					t.Errorf("message %q does not name both containers", msg)
-				}
-				if r.createdCount() != 0 {
-					t.Error("backend was asked to create a container")
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 func TestCreateFallbacks(t *testing.T) {
-	for _, tc := range []struct {
-		desc       string
-		state      runtimeapi.ContainerState
-		taskErr    error
-		ns         *runtimeapi.NamespaceOption
-		strictCode codes.Code
-		reason     string
-		kind       reasonKind
-	}{
-		{"target exited", runtimeapi.ContainerState_CONTAINER_EXITED, nil, pidTarget("app1"), codes.FailedPrecondition, "CONTAINER_EXITED", reasonTargetNotRunning},
-		{"target created, not started", runtimeapi.ContainerState_CONTAINER_CREATED, nil, pidTarget("app1"), codes.FailedPrecondition, "not running", reasonTargetNotRunning},
-		{"containerd unreachable", runtimeapi.ContainerState_CONTAINER_RUNNING, errContainerdDown, pidTarget("app1"), codes.Unavailable, "code = Unavailable", reasonContainerdUnavailable},
-		{"no task", runtimeapi.ContainerState_CONTAINER_RUNNING, errTaskNotRunning, pidTarget("app1"), codes.FailedPrecondition, "target is not running", reasonTargetNotRunning},
-		// containerd's metadata has the target (its state unknown there),
-		// its task is gone: the target exited.
-		{"task not found", runtimeapi.ContainerState_CONTAINER_RUNNING, status.Error(codes.NotFound, "task app1 not found"), pidTarget("app1"), codes.FailedPrecondition, "target is not running", reasonTargetNotRunning},
-		{"unknown mode", runtimeapi.ContainerState_CONTAINER_RUNNING, nil, &runtimeapi.NamespaceOption{Pid: 9}, codes.InvalidArgument, "unknown NamespaceMode 9", reasonUnknownMode},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			r := newRig(t, false)
-			r.addTarget("app1", "sb1", tc.state)
-			r.tasks.err = tc.taskErr
-			id, err := r.create(t, createReq("sb1", tc.ns))
-			if err != nil {
-				t.Fatalf("default mode must fall back, got %v", err)
-			}
-			if got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
-				t.Errorf("backend got pid %v, want POD", got)
-			}
-			if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
-				t.Errorf("pid path = %q, want the pod's", p)
-			}
-			fb := r.record(t, id).Namespaces["pid"]
-			if fb.Result != oci.Fallback || !strings.Contains(fb.Reason, tc.reason) || fb.ReasonKind != string(tc.kind) {
-				t.Errorf("record = %+v, want fallback mentioning %q, kind %s", fb, tc.reason, tc.kind)
-			}
-			if len(r.pins.held) != 0 {
-				t.Errorf("pins held after fallback: %v", r.pins.held)
-			}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		for _, tc := range []struct {
+			desc       string
+			state      runtimeapi.ContainerState
+			taskErr    error
+			ns         *runtimeapi.NamespaceOption
+			strictCode codes.Code
+			reason     string
+			kind       reasonKind
+		}{
+			{"target exited", runtimeapi.ContainerState_CONTAINER_EXITED, nil, pidTarget("app1"), codes.FailedPrecondition, "CONTAINER_EXITED", reasonTargetNotRunning},
+			{"target created, not started", runtimeapi.ContainerState_CONTAINER_CREATED, nil, pidTarget("app1"), codes.FailedPrecondition, "not running", reasonTargetNotRunning},
+			{"containerd unreachable", runtimeapi.ContainerState_CONTAINER_RUNNING, errContainerdDown, pidTarget("app1"), codes.Unavailable, "code = Unavailable", reasonContainerdUnavailable},
+			{"no task", runtimeapi.ContainerState_CONTAINER_RUNNING, errTaskNotRunning, pidTarget("app1"), codes.FailedPrecondition, "target is not running", reasonTargetNotRunning},
+			// containerd's metadata has the target (its state unknown there),
+			// its task is gone: the target exited.
+			{"task not found", runtimeapi.ContainerState_CONTAINER_RUNNING, status.Error(codes.NotFound, "task app1 not found"), pidTarget("app1"), codes.FailedPrecondition, "target is not running", reasonTargetNotRunning},
+			{"unknown mode", runtimeapi.ContainerState_CONTAINER_RUNNING, nil, &runtimeapi.NamespaceOption{Pid: 9}, codes.InvalidArgument, "unknown NamespaceMode 9", reasonUnknownMode},
+		} {
+			t.Run(tc.desc, func(t *testing.T) {
+				r := newRig(t, false)
+				r.addTarget("app1", "sb1", tc.state)
+				r.tasks.err = tc.taskErr
+				id, err := r.create(t, createReq("sb1", tc.ns))
+				if err != nil {
+					t.Fatalf("default mode must fall back, got %v", err)
+				}
+				if got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
+					t.Errorf("backend got pid %v, want POD", got)
+				}
+				if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
+					t.Errorf("pid path = %q, want the pod's", p)
+				}
+				fb := r.record(t, id).Namespaces["pid"]
+				if fb.Result != oci.Fallback || !strings.Contains(fb.Reason, tc.reason) || fb.ReasonKind != string(tc.kind) {
+					t.Errorf("record = %+v, want fallback mentioning %q, kind %s", fb, tc.reason, tc.kind)
+				}
+				if len(r.pins.held) != 0 {
+					t.Errorf("pins held after fallback: %v", r.pins.held)
+				}
 
-			r = newRig(t, true)
-			r.addTarget("app1", "sb1", tc.state)
-			r.tasks.err = tc.taskErr
-			_, err = r.create(t, createReq("sb1", tc.ns))
-			if status.Code(err) != tc.strictCode || !strings.Contains(err.Error(), tc.reason) {
-				t.Errorf("strict: %v, want %v mentioning %q", err, tc.strictCode, tc.reason)
-			}
-			if r.createdCount() != 0 {
-				t.Error("strict: backend was asked to create a container")
-			}
-		})
-	}
+				r = newRig(t, true)
+				r.addTarget("app1", "sb1", tc.state)
+				r.tasks.err = tc.taskErr
+				_, err = r.create(t, createReq("sb1", tc.ns))
+				if status.Code(err) != tc.strictCode || !strings.Contains(err.Error(), tc.reason) {
+					t.Errorf("strict: %v, want %v mentioning %q", err, tc.strictCode, tc.reason)
+				}
+				if r.createdCount() != 0 {
+					t.Error("strict: backend was asked to create a container")
+				}
+			})
+		}
+	})
 }
 
 // TestCreateCleansUpAfterLateFailure: when the spec cannot be rewritten after
@@ -244,55 +252,67 @@ func TestCreateCleansUpAfterLateFailure(t *testing.T) {
 }
 
 func TestCreatePinFailureFallsBack(t *testing.T) {
-	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	r.pins.err = errors.New("mount: operation not permitted")
-	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || !strings.Contains(fb.Reason, "not permitted") {
-		t.Errorf("record = %+v", fb)
-	}
-	if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
-		t.Errorf("pid path = %q, want the pod's", p)
-	}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		r.pins.err = errors.New("mount: operation not permitted")
+		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || !strings.Contains(fb.Reason, "not permitted") {
+			t.Errorf("record = %+v", fb)
+		}
+		if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
+			t.Errorf("pid path = %q, want the pod's", p)
+		}
+	})
 }
 
 func TestCreateVerifiesTaskPID(t *testing.T) {
-	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	calls := 0
-	r.server.target.tasks = taskFunc(func() (uint32, error) { calls++; return uint32(100 + calls), nil }) // pid moves
-	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || !strings.Contains(fb.Reason, "pid changed") {
-		t.Errorf("record = %+v, want fallback on a moved pid", fb)
-	}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		calls := 0
+		r.server.target.tasks = taskFunc(func() (uint32, error) { calls++; return uint32(100 + calls), nil }) // pid moves
+		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fb := r.record(t, id).Namespaces["pid"]; fb.Result != oci.Fallback || !strings.Contains(fb.Reason, "pid changed") {
+			t.Errorf("record = %+v, want fallback on a moved pid", fb)
+		}
+	})
 }
 
 // Strict: the pid is confirmed while the backend creates the container, so
-// a pid that moved means removing what the backend made, and no pin.
+// a pid that moved means no container and no pin: on the Update path what
+// the backend made is removed; on the NRI path the event's answer refuses,
+// and the backend makes nothing.
 func TestCreateVerifiesTaskPIDStrict(t *testing.T) {
-	r := newRig(t, true)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	var calls atomic.Int32
-	r.server.target.tasks = taskFunc(func() (uint32, error) { return uint32(100 + calls.Add(1)), nil })
-	_, err := r.create(t, createReq("sb1", pidTarget("app1")))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "pid changed") {
-		t.Fatalf("strict create with a moved pid = %v, want FailedPrecondition naming the moved pid", err)
-	}
-	r.backend.mu.Lock()
-	created, removed := len(r.backend.created), append([]string(nil), r.backend.removed...)
-	r.backend.mu.Unlock()
-	if created != 1 || len(removed) != 1 {
-		t.Errorf("backend created %d, removed %v: want the one created removed", created, removed)
-	}
-	if len(r.pins.held) != 0 {
-		t.Errorf("pins held: %v", r.pins.held)
-	}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, true)
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		var calls atomic.Int32
+		r.server.target.tasks = taskFunc(func() (uint32, error) { return uint32(100 + calls.Add(1)), nil })
+		_, err := r.create(t, createReq("sb1", pidTarget("app1")))
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "pid changed") {
+			t.Fatalf("strict create with a moved pid = %v, want FailedPrecondition naming the moved pid", err)
+		}
+		r.backend.mu.Lock()
+		created, removed := len(r.backend.created), append([]string(nil), r.backend.removed...)
+		r.backend.mu.Unlock()
+		want := 1 // made, then removed
+		if r.nri != nil {
+			want = 0
+		}
+		if created != want || len(removed) != want || r.backendContainers() != 1 {
+			t.Errorf("backend created %d, removed %v, has %d: want the target alone left, %d made and removed", created, removed, r.backendContainers(), want)
+		}
+		if len(r.pins.held) != 0 {
+			t.Errorf("pins held: %v", r.pins.held)
+		}
+	})
 }
 
 type taskFunc func() (uint32, error)
@@ -338,109 +358,117 @@ func (r *rig) mount(id, dest string) (specs.Mount, bool) {
 // that is not the pod's is pinned and the container's mount points at the
 // pin, keeping the backend's options; the record says what is shared.
 func TestCreateIPCSharesTargetShm(t *testing.T) {
-	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := r.opened[len(r.opened)-1]; !slices.Equal(got, []namespaces.Kind{namespaces.IPC, namespaces.Shm}) {
-		t.Errorf("opened %v, want ipc and shm", got)
-	}
-	pin := "/pins/" + id + "/shm"
-	if m, _ := r.mount(id, "/dev/shm"); m.Source != pin || m.Type != "bind" || !slices.Equal(m.Options, []string{"rbind", "rprivate", "rw"}) {
-		t.Errorf("/dev/shm mount = %+v, want the pin %s with the backend's options", m, pin)
-	}
-	if p, ok := r.pins.Path(id, namespaces.Shm); !ok || p != pin {
-		t.Errorf("shm pin = %q %v", p, ok)
-	}
-	ipc := r.record(t, id).Namespaces["ipc"]
-	if ipc.Result != oci.Targeted || !slices.Equal(ipc.Shares, []string{"sysv", "mqueue", "shm"}) || ipc.Shm != pin || ipc.PodShm != r.specs.podShm().Source || ipc.ShmReason != "" {
-		t.Errorf("ipc record = %+v", ipc)
-	}
-	if _, ok := r.record(t, id).Namespaces["shm"]; ok {
-		t.Error("shm recorded as a namespace")
-	}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.opened[len(r.opened)-1]; !slices.Equal(got, []namespaces.Kind{namespaces.IPC, namespaces.Shm}) {
+			t.Errorf("opened %v, want ipc and shm", got)
+		}
+		pin := "/pins/" + id + "/shm"
+		if m, _ := r.mount(id, "/dev/shm"); m.Source != pin || m.Type != "bind" || !slices.Equal(m.Options, []string{"rbind", "rprivate", "rw"}) {
+			t.Errorf("/dev/shm mount = %+v, want the pin %s with the backend's options", m, pin)
+		}
+		if p, ok := r.pins.Path(id, namespaces.Shm); !ok || p != pin {
+			t.Errorf("shm pin = %q %v", p, ok)
+		}
+		ipc := r.record(t, id).Namespaces["ipc"]
+		if ipc.Result != oci.Targeted || !slices.Equal(ipc.Shares, []string{"sysv", "mqueue", "shm"}) || ipc.Shm != pin || ipc.PodShm != r.specs.podShm().Source || ipc.ShmReason != "" {
+			t.Errorf("ipc record = %+v", ipc)
+		}
+		if _, ok := r.record(t, id).Namespaces["shm"]; ok {
+			t.Error("shm recorded as a namespace")
+		}
+	})
 }
 
 // The target's /dev/shm is the pod's (the same directory): nothing changes
 // and nothing more is pinned.
 func TestCreateIPCTargetShmIsThePods(t *testing.T) {
-	r := newRig(t, false)
-	r.specs.shmDir = t.TempDir()
-	podShm, err := namespaces.Stat(r.specs.shmDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := r.server.target.openNS
-	r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
-		hs, err := open(pid, kinds, verify)
-		for _, h := range hs {
-			if h.Kind == namespaces.Shm {
-				h.ID = podShm
-			}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		r.specs.shmDir = t.TempDir()
+		podShm, err := namespaces.Stat(r.specs.shmDir)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return hs, err
-	}
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.shmDir {
-		t.Errorf("/dev/shm mount = %+v, want the pod's", m)
-	}
-	if _, ok := r.pins.Path(id, namespaces.Shm); ok {
-		t.Error("the pod's /dev/shm was pinned")
-	}
-	if ipc := r.record(t, id).Namespaces["ipc"]; !slices.Equal(ipc.Shares, []string{"sysv", "mqueue", "shm"}) || ipc.Shm != oci.ShmPod {
-		t.Errorf("ipc record = %+v", ipc)
-	}
+		open := r.server.target.openNS
+		r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
+			hs, err := open(pid, kinds, verify)
+			for _, h := range hs {
+				if h.Kind == namespaces.Shm {
+					h.ID = podShm
+				}
+			}
+			return hs, err
+		}
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.shmDir {
+			t.Errorf("/dev/shm mount = %+v, want the pod's", m)
+		}
+		if _, ok := r.pins.Path(id, namespaces.Shm); ok {
+			t.Error("the pod's /dev/shm was pinned")
+		}
+		if ipc := r.record(t, id).Namespaces["ipc"]; !slices.Equal(ipc.Shares, []string{"sysv", "mqueue", "shm"}) || ipc.Shm != oci.ShmPod {
+			t.Errorf("ipc record = %+v", ipc)
+		}
+	})
 }
 
 // The target has no /dev/shm: the namespace is still joined, the record
 // says /dev/shm is not shared and why.
 func TestCreateIPCTargetWithoutShm(t *testing.T) {
-	r := newRig(t, false)
-	open := r.server.target.openNS
-	r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
-		return open(pid, slices.DeleteFunc(slices.Clone(kinds), func(k namespaces.Kind) bool { return k == namespaces.Shm }), verify)
-	}
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ipc := r.record(t, id).Namespaces["ipc"]; ipc.Result != oci.Targeted || !slices.Equal(ipc.Shares, []string{"sysv", "mqueue"}) || ipc.Shm != "" || !strings.Contains(ipc.ShmReason, "no /dev/shm") {
-		t.Errorf("ipc record = %+v", ipc)
-	}
-	if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.podShm().Source {
-		t.Errorf("/dev/shm mount = %+v, want the pod's", m)
-	}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		open := r.server.target.openNS
+		r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
+			return open(pid, slices.DeleteFunc(slices.Clone(kinds), func(k namespaces.Kind) bool { return k == namespaces.Shm }), verify)
+		}
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ipc := r.record(t, id).Namespaces["ipc"]; ipc.Result != oci.Targeted || !slices.Equal(ipc.Shares, []string{"sysv", "mqueue"}) || ipc.Shm != "" || !strings.Contains(ipc.ShmReason, "no /dev/shm") {
+			t.Errorf("ipc record = %+v", ipc)
+		}
+		if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.podShm().Source {
+			t.Errorf("/dev/shm mount = %+v, want the pod's", m)
+		}
+	})
 }
 
 // The namespace pins fail after the spec was pointed at the target's
 // /dev/shm: the fallback restores the pod's mount with the namespaces.
 func TestCreateIPCPinFailureRestoresShm(t *testing.T) {
-	r := newRig(t, false)
-	r.pins.holdErr = errors.New("mount: operation not permitted")
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.podShm().Source || m.Type != "bind" {
-		t.Errorf("/dev/shm mount = %+v, want the pod's back", m)
-	}
-	if p := r.nsPath(id, specs.IPCNamespace); p != "/proc/42/ns/ipc" {
-		t.Errorf("ipc path = %q, want the pod's", p)
-	}
-	if ipc := r.record(t, id).Namespaces["ipc"]; ipc.Result != oci.Fallback {
-		t.Errorf("ipc record = %+v", ipc)
-	}
-	if r.pinned(id) {
-		t.Error("pins left")
-	}
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		r.pins.holdErr = errors.New("mount: operation not permitted")
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := r.mount(id, "/dev/shm"); m.Source != r.specs.podShm().Source || m.Type != "bind" {
+			t.Errorf("/dev/shm mount = %+v, want the pod's back", m)
+		}
+		if p := r.nsPath(id, specs.IPCNamespace); p != "/proc/42/ns/ipc" {
+			t.Errorf("ipc path = %q, want the pod's", p)
+		}
+		if ipc := r.record(t, id).Namespaces["ipc"]; ipc.Result != oci.Fallback {
+			t.Errorf("ipc record = %+v", ipc)
+		}
+		if r.pinned(id) {
+			t.Error("pins left")
+		}
+	})
 }
 
 // A user-namespaced pod: the join is checked against the user namespace the
@@ -448,54 +476,56 @@ func TestCreateIPCPinFailureRestoresShm(t *testing.T) {
 // shim falls back to the pod's namespace and says why, keeping no pin; a
 // strict shim refuses with FailedPrecondition and removes what the backend made.
 func TestCreateUsernsJoin(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		strict  bool
-		canJoin bool
-	}{
-		{"joinable", false, true},
-		{"refused", false, false},
-		{"refused strict", true, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, tc.strict)
-			r.specs.userns = "/proc/77/ns/user"
-			var asked []string
-			r.server.target.canJoin = func(h *namespaces.Handle, userns string) (bool, error) {
-				asked = append(asked, string(h.Kind)+" from "+userns)
-				return tc.canJoin, nil
-			}
-			r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-			id, err := r.create(t, createReq("sb1", pidTarget("app1")))
-			if want := []string{"pid from /proc/77/ns/user"}; !slices.Equal(asked, want) {
-				t.Errorf("asked %v, want %v", asked, want)
-			}
-			switch {
-			case tc.strict:
-				if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "refuse the join") {
-					t.Fatalf("strict create = %v, want FailedPrecondition saying the kernel would refuse the join", err)
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		for _, tc := range []struct {
+			name    string
+			strict  bool
+			canJoin bool
+		}{
+			{"joinable", false, true},
+			{"refused", false, false},
+			{"refused strict", true, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := newRig(t, tc.strict)
+				r.specs.userns = "/proc/77/ns/user"
+				var asked []string
+				r.server.target.canJoin = func(h *namespaces.Handle, userns string) (bool, error) {
+					asked = append(asked, string(h.Kind)+" from "+userns)
+					return tc.canJoin, nil
 				}
-				if n := r.backendContainers(); n != 1 { // the target only
-					t.Errorf("backend holds %d containers, want the target only", n)
+				r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+				id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+				if want := []string{"pid from /proc/77/ns/user"}; !slices.Equal(asked, want) {
+					t.Errorf("asked %v, want %v", asked, want)
 				}
-			case err != nil:
-				t.Fatal(err)
-			case tc.canJoin:
-				if p := r.nsPath(id, specs.PIDNamespace); p != "/pins/"+id+"/pid" {
-					t.Errorf("pid path = %q, want the pin", p)
+				switch {
+				case tc.strict:
+					if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "refuse the join") {
+						t.Fatalf("strict create = %v, want FailedPrecondition saying the kernel would refuse the join", err)
+					}
+					if n := r.backendContainers(); n != 1 { // the target only
+						t.Errorf("backend holds %d containers, want the target only", n)
+					}
+				case err != nil:
+					t.Fatal(err)
+				case tc.canJoin:
+					if p := r.nsPath(id, specs.PIDNamespace); p != "/pins/"+id+"/pid" {
+						t.Errorf("pid path = %q, want the pin", p)
+					}
+				default:
+					pid := r.record(t, id).Namespaces["pid"]
+					if pid.Result != oci.Fallback || !strings.Contains(pid.Reason, "user namespace") {
+						t.Errorf("pid record = %+v, want a fallback naming the user namespace", pid)
+					}
+					if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
+						t.Errorf("pid path = %q, want the pod's", p)
+					}
 				}
-			default:
-				pid := r.record(t, id).Namespaces["pid"]
-				if pid.Result != oci.Fallback || !strings.Contains(pid.Reason, "user namespace") {
-					t.Errorf("pid record = %+v, want a fallback naming the user namespace", pid)
+				if !tc.canJoin && r.pinned(id) {
+					t.Error("pins kept for a namespace nothing joins")
 				}
-				if p := r.nsPath(id, specs.PIDNamespace); p != "/proc/42/ns/pid" {
-					t.Errorf("pid path = %q, want the pod's", p)
-				}
-			}
-			if !tc.canJoin && r.pinned(id) {
-				t.Error("pins kept for a namespace nothing joins")
-			}
-		})
-	}
+			})
+		}
+	})
 }

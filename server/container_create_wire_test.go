@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 )
 
 // rawBytesCodec sends a []byte as the message: what cri-api's Go types
@@ -78,7 +80,7 @@ func wireRequest(t *testing.T, ns *runtimeapi.NamespaceOption, nsUnknown, config
 // pass as they came, on both paths.
 func TestCreateForwardsWhatItWasSent(t *testing.T) {
 	pod := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 0) // pid: POD
-	for _, path := range []string{"update", "nri"} {
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
 		for _, tc := range []struct {
 			desc     string
 			ns       *runtimeapi.NamespaceOption
@@ -91,13 +93,8 @@ func TestCreateForwardsWhatItWasSent(t *testing.T) {
 			{"pid TARGET", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: "app1", Network: runtimeapi.NamespaceMode_NODE},
 				&runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}, true},
 		} {
-			t.Run(path+"/"+tc.desc, func(t *testing.T) {
-				var r *rig
-				if path == "nri" {
-					r, _, _ = nriRig(t, false)
-				} else {
-					r = newRig(t, false)
-				}
+			t.Run(tc.desc, func(t *testing.T) {
+				r := newRig(t, false)
 				r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 				sent := wireRequest(t, tc.ns, nil, nil)
 				var out []byte
@@ -109,11 +106,11 @@ func TestCreateForwardsWhatItWasSent(t *testing.T) {
 				if tc.rewrites {
 					// pid written as POD in its place, no target_id
 					var tail []byte
-					if token := r.backend.created[0].GetConfig().GetAnnotations()[annotationRequest]; path == "nri" {
+					if token := r.backend.created[0].GetConfig().GetAnnotations()[nriplugin.AnnotationRequest]; r.nri != nil {
 						if token == "" {
 							t.Fatal("no token on the NRI path")
 						}
-						entry := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), annotationRequest)
+						entry := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), nriplugin.AnnotationRequest)
 						entry = protowire.AppendString(protowire.AppendTag(entry, 2, protowire.BytesType), token)
 						tail = protowire.AppendBytes(protowire.AppendTag(nil, 10, protowire.BytesType), entry)
 					}
@@ -126,5 +123,5 @@ func TestCreateForwardsWhatItWasSent(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 }

@@ -8,8 +8,12 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+
 	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
 // startContainer checks, for a container with a pinned PID namespace, that
@@ -63,4 +67,43 @@ func (t *targeter) pinnedID(ctx context.Context, id string) (string, error) {
 		return cs[0].GetId(), nil
 	}
 	return "", nil // ambiguous, or not a pinned one: the backend answers the call itself
+}
+
+func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
+	live, err := t.hasInit(pin)
+	if err == nil && live {
+		return nil
+	}
+	reason, why := "the target's PID namespace has no init left (the target exited after create)", reasonNamespaceGone
+	if err != nil {
+		reason, why = fmt.Sprintf("check the target's PID namespace: %v", err), reasonPinFailed
+	}
+	if t.strict {
+		t.report.targeting(string(namespaces.PID), "start", resultRefused, why)
+		t.recon.discardID(ctx, id)
+		return preconditionf("container %q: strict targeting: %s; the container was removed", id, reason)
+	}
+	var target string
+	err = t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		rec, ok, err := oci.ParseRecord(spec.Annotations)
+		if err != nil {
+			return nil, err
+		}
+		r := rec.Namespaces[string(namespaces.PID)]
+		if !ok || r.PodPath == "" {
+			return nil, fmt.Errorf("no pod PID namespace recorded to fall back to")
+		}
+		target = rec.Target
+		r.Result, r.Stage, r.Reason, r.ReasonKind = oci.Fallback, "start", reason, string(why)
+		rec.Namespaces[string(namespaces.PID)] = r
+		return []oci.Opt{oci.WithNamespacePath(specs.PIDNamespace, r.PodPath), oci.WithRecord(rec)}, nil
+	})
+	if err != nil {
+		t.report.targeting(string(namespaces.PID), "start", resultRefused, whySpecNotUpdated(err))
+		return preconditionf("container %q: %s, and falling back to the pod's PID namespace failed: %w", id, reason, err)
+	}
+	t.report.targeting(string(namespaces.PID), "start", oci.Fallback, why)
+	t.log.WithFields(logrus.Fields{"container": id, "target": target, "namespace": "pid", "reason": reason, "reason_kind": why}).
+		Warn("targeting fell back to the pod's namespace at start")
+	return nil
 }

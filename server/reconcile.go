@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/cri-nstarget/cri-nstarget/intents"
 )
 
@@ -18,6 +20,9 @@ import (
 // made the container (pid confirmation, spec, pins, clean-up), which do not
 // depend on the caller's context.
 const lateStepsTimeout = 30 * time.Second
+
+// discardTimeout bounds the clean-up of a container the shim will not keep.
+const discardTimeout = 30 * time.Second
 
 // reconcileRetry is how often records left by a failed clean-up are retried.
 const reconcileRetry = 2 * time.Second
@@ -29,11 +34,39 @@ type intentStore interface {
 	List() ([]intents.Record, error)
 }
 
-// flights is the records of creates in flight in this process, which the
-// reconciler must leave alone, and whether a reconciler loop runs.
-// Lock order: targeter.reconcileMu, then flights.mu (a leaf).
+// reconciler is crash recovery: the intent records of TARGET creates in
+// flight, and the clean-up of what an unfinished create, or one the shim
+// would not keep, left in the backend and among the pins. Its state is on
+// disk (the records, the pins) and in containerd, but for which records and
+// pins belong to creates in flight in this process (flights, pinning),
+// which it must leave alone.
+type reconciler struct {
+	cri     backendCRI
+	pins    pinStore
+	intents intentStore
+	log     *logrus.Entry
+	// life ends when the server shuts down (reconciler loops stop).
+	life context.Context
+	stop context.CancelFunc
+
+	// mu: one reconcile at a time. Lock order: mu, then flights.mu.
+	mu      sync.Mutex
+	flights flights
+	// pinning holds the containers pinned in an NRI event whose create is
+	// still in flight: containerd does not list them yet, and releaseStale
+	// must leave their pins alone.
+	pinning flights
+}
+
+func newReconciler(cri backendCRI, pins pinStore, in intentStore, log *logrus.Entry) *reconciler {
+	life, stop := context.WithCancel(context.Background())
+	return &reconciler{cri: cri, pins: pins, intents: in, log: log, life: life, stop: stop}
+}
+
+// flights is a set of ids in flight in this process, and (for the records'
+// set) whether a reconciler loop runs.
 type flights struct {
-	// mu guards ids and looping.
+	// mu guards ids and looping; a leaf.
 	mu      sync.Mutex
 	ids     map[string]bool
 	looping bool
@@ -60,66 +93,88 @@ func (f *flights) has(id string) bool {
 	return f.ids[id]
 }
 
-// begin records in before the create is forwarded.
-func (t *targeter) begin(in intents.Record) error {
-	t.flights.add(in.ID)
-	if err := t.intents.Put(in); err != nil {
-		t.flights.done(in.ID)
-		return preconditionf("container %q: write the intent record under the state dir: %w", in.Name, err)
-	}
-	return nil
+// flight is one create's intent record, from begin to end. It belongs to
+// the create's handler.
+type flight struct {
+	r      *reconciler
+	record intents.Record
+	// handedOver: the record stays for the reconciler (the backend may have
+	// made the container, or it could not be removed).
+	handedOver bool
 }
 
+// begin writes in down before the create is forwarded.
+func (r *reconciler) begin(in intents.Record) (*flight, error) {
+	r.flights.add(in.ID)
+	if err := r.intents.Put(in); err != nil {
+		r.flights.done(in.ID)
+		return nil, preconditionf("container %q: write the intent record under the state dir: %w", in.Name, err)
+	}
+	return &flight{r: r, record: in}, nil
+}
+
+// made adds the backend's container id to the record.
+func (f *flight) made(id string) {
+	f.record.Container = id
+	if err := f.r.intents.Put(f.record); err != nil {
+		f.r.log.WithError(err).WithField("container", id).Warn("intent record: the container id could not be added; the reconciler finds it by name")
+	}
+}
+
+// handOver leaves the record to the reconciler when the create ends.
+func (f *flight) handOver() { f.handedOver = true }
+
 // end closes the record of a create that is about to answer: removed, or,
-// when kept, left for the reconciler, which is started.
-func (t *targeter) end(id string, kept bool) {
-	if !kept {
-		if err := t.intents.Remove(id); err != nil {
-			t.log.WithError(err).Warn("remove intent record; the next reconcile removes it")
+// handed over, left for the reconciler, which is started.
+func (f *flight) end() {
+	r := f.r
+	if !f.handedOver {
+		if err := r.intents.Remove(f.record.ID); err != nil {
+			r.log.WithError(err).Warn("remove intent record; the next reconcile removes it")
 		}
 	}
-	t.flights.done(id)
-	if kept {
-		t.reconcileSoon()
+	r.flights.done(f.record.ID)
+	if f.handedOver {
+		r.reconcileSoon()
 	}
 }
 
 // discard removes a container the shim will not keep, and its pins, and
 // reports whether that is done. When it is not (containerd down), the record
 // in, marked for discarding, stays for the reconciler.
-func (t *targeter) discard(ctx context.Context, in intents.Record) bool {
+func (r *reconciler) discard(ctx context.Context, in intents.Record) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
 	defer cancel()
-	err := t.undo(ctx, in)
+	err := r.undo(ctx, in)
 	if err == nil {
 		return true
 	}
 	in.Discard = true
-	if perr := t.intents.Put(in); perr != nil {
-		t.log.WithError(errors.Join(err, perr)).WithField("container", in.Container).
+	if perr := r.intents.Put(in); perr != nil {
+		r.log.WithError(errors.Join(err, perr)).WithField("container", in.Container).
 			Error("remove the container after a failed create or start, and record it for later; it is left in the backend")
 		return true // no record to keep
 	}
-	t.log.WithError(err).WithField("container", in.Container).
+	r.log.WithError(err).WithField("container", in.Container).
 		Warn("remove the container after a failed create or start; recorded, retried until containerd answers")
 	return false
 }
 
 // discardID is discard for a container made by an earlier call.
-func (t *targeter) discardID(ctx context.Context, id string) {
+func (r *reconciler) discardID(ctx context.Context, id string) {
 	in := intents.Record{ID: intents.NewID(), Container: id}
-	if !t.discard(ctx, in) {
-		t.reconcileSoon()
+	if !r.discard(ctx, in) {
+		r.reconcileSoon()
 	}
 }
 
 // undo removes whatever the backend has made for in, and its pins: the
 // container with in's id, or, when the backend never answered with one,
 // those of in's sandbox with in's name and attempt.
-func (t *targeter) undo(ctx context.Context, in intents.Record) error {
+func (r *reconciler) undo(ctx context.Context, in intents.Record) error {
 	ids := []string{in.Container}
 	if in.Container == "" {
-		resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: in.Sandbox}})
+		resp, err := r.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: in.Sandbox}})
 		if err != nil {
 			return fmt.Errorf("find container %q (attempt %d) in pod sandbox %q: %w", in.Name, in.Attempt, in.Sandbox, err)
 		}
@@ -131,10 +186,10 @@ func (t *targeter) undo(ctx context.Context, in intents.Record) error {
 		}
 	}
 	for _, id := range ids {
-		if _, err := t.cri.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil && status.Code(err) != codes.NotFound {
+		if _, err := r.cri.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil && status.Code(err) != codes.NotFound {
 			return fmt.Errorf("remove container %s: %w", id, err)
 		}
-		if err := t.pins.Release(id); err != nil {
+		if err := r.pins.Release(id); err != nil {
 			return err
 		}
 	}
@@ -145,22 +200,22 @@ func (t *targeter) undo(ctx context.Context, in intents.Record) error {
 // failed, names, and removes the records. Records of creates in flight in
 // this process are left alone. One record that cannot be reconciled does
 // not stop the others.
-func (t *targeter) reconcile(ctx context.Context) error {
-	t.reconcileMu.Lock()
-	defer t.reconcileMu.Unlock()
-	records, err := t.intents.List()
+func (r *reconciler) reconcile(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	records, err := r.intents.List()
 	errs := []error{err}
 	for _, in := range records {
-		if t.flights.has(in.ID) {
+		if r.flights.has(in.ID) {
 			continue
 		}
-		log := t.log.WithFields(map[string]any{"record": in.ID, "name": in.Name, "attempt": in.Attempt, "sandbox": in.Sandbox, "container": in.Container})
-		if err := t.undo(ctx, in); err != nil {
+		log := r.log.WithFields(map[string]any{"record": in.ID, "name": in.Name, "attempt": in.Attempt, "sandbox": in.Sandbox, "container": in.Container})
+		if err := r.undo(ctx, in); err != nil {
 			log.WithError(err).Warn("reconcile: the container of an unfinished create is not removed yet")
 			errs = append(errs, err)
 			continue
 		}
-		if err := t.intents.Remove(in.ID); err != nil {
+		if err := r.intents.Remove(in.ID); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -172,29 +227,29 @@ func (t *targeter) reconcile(ctx context.Context) error {
 // reconcileSoon starts a reconciler loop unless one runs: it retries
 // reconcileAll until it succeeds (no record left but those of creates in
 // flight, no stale pin), or the targeter stops.
-func (t *targeter) reconcileSoon() {
-	t.flights.mu.Lock()
-	if t.flights.looping {
-		t.flights.mu.Unlock()
+func (r *reconciler) reconcileSoon() {
+	r.flights.mu.Lock()
+	if r.flights.looping {
+		r.flights.mu.Unlock()
 		return
 	}
-	t.flights.looping = true
-	t.flights.mu.Unlock()
+	r.flights.looping = true
+	r.flights.mu.Unlock()
 	go func() {
 		defer func() {
-			t.flights.mu.Lock()
-			t.flights.looping = false
-			t.flights.mu.Unlock()
+			r.flights.mu.Lock()
+			r.flights.looping = false
+			r.flights.mu.Unlock()
 		}()
 		for {
-			ctx, cancel := context.WithTimeout(t.life, discardTimeout)
-			err := t.reconcileAll(ctx)
+			ctx, cancel := context.WithTimeout(r.life, discardTimeout)
+			err := r.all(ctx)
 			cancel()
 			if err == nil {
 				return
 			}
 			select {
-			case <-t.life.Done():
+			case <-r.life.Done():
 				return
 			case <-time.After(reconcileRetry):
 			}
@@ -204,8 +259,8 @@ func (t *targeter) reconcileSoon() {
 
 // reconcileAll undoes what unfinished creates left, then releases the pins
 // of containers the backend no longer has.
-func (t *targeter) reconcileAll(ctx context.Context) error {
-	return errors.Join(t.reconcile(ctx), t.releaseStale(ctx))
+func (r *reconciler) all(ctx context.Context) error {
+	return errors.Join(r.reconcile(ctx), r.releaseStale(ctx))
 }
 
 // Reconcile undoes what unfinished creates left (a crash, a clean-up that
@@ -213,9 +268,48 @@ func (t *targeter) reconcileAll(ctx context.Context) error {
 // When that fails (containerd down), it is retried in the background until
 // it succeeds; the error says why the first attempt did not.
 func (s *Server) Reconcile(ctx context.Context) error {
-	err := s.target.reconcileAll(ctx)
+	err := s.target.recon.all(ctx)
 	if err != nil {
-		s.target.reconcileSoon()
+		s.target.recon.reconcileSoon()
 	}
 	return err
+}
+
+// releaseStale releases the pins of containers the backend no longer has.
+// The pin list is read before the backend's container list, so a pin made
+// for a container created meanwhile is never taken for stale.
+func (r *reconciler) releaseStale(ctx context.Context) error {
+	ids, err := r.pins.IDs()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	// Pinned in an NRI event, not listed by the backend until its create
+	// returns. Taken before the list: a pin of a create not in flight now is
+	// of a container the list below has, or had.
+	inFlight := map[string]bool{}
+	for _, id := range ids {
+		inFlight[id] = r.pinning.has(id)
+	}
+	resp, err := r.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return fmt.Errorf("release stale pins: list backend containers: %w", err)
+	}
+	live := make(map[string]bool, len(resp.GetContainers()))
+	for _, c := range resp.GetContainers() {
+		live[c.GetId()] = true
+	}
+	var errs []error
+	for _, id := range ids {
+		if live[id] || inFlight[id] {
+			continue
+		}
+		if err := r.pins.Release(id); err != nil {
+			// one pin that cannot be released does not keep the others
+			r.log.WithError(err).WithField("container", id).Warn("release pins of a container the backend no longer has")
+			errs = append(errs, err)
+			continue
+		}
+		r.log.WithField("container", id).Info("released pins of a container the backend no longer has")
+	}
+	return errors.Join(errs...)
 }

@@ -16,7 +16,7 @@ import (
 
 func (r *rig) intents(t *testing.T) []intents.Record {
 	t.Helper()
-	l, err := r.server.target.intents.List()
+	l, err := r.server.target.recon.intents.List()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestCreateRecordsIntent(t *testing.T) {
 // in flight, and containers no record names, are left alone.
 func TestReconcileRemovesUnfinished(t *testing.T) {
 	r := newRig(t, false)
-	tg := r.server.target
+	tg := r.server.target.recon
 	r.backend.containers = []*runtimeapi.Container{
 		{Id: "app", PodSandboxId: "pod", Metadata: &runtimeapi.ContainerMetadata{Name: "app"}},
 		{Id: "half", PodSandboxId: "pod", Metadata: &runtimeapi.ContainerMetadata{Name: "debugger", Attempt: 1}},
@@ -154,7 +154,7 @@ func TestReleaseStaleKeepsGoing(t *testing.T) {
 		r.pins.held[id] = map[namespaces.Kind]string{namespaces.PID: "/pins/" + id + "/pid"}
 	}
 	r.pins.releaseErr = map[string]error{"b": errors.New("device busy")}
-	err := r.server.target.releaseStale(context.Background())
+	err := r.server.target.recon.releaseStale(context.Background())
 	if err == nil {
 		t.Error("ReleaseStale with a stuck pin: no error")
 	}
@@ -166,7 +166,7 @@ func TestReleaseStaleKeepsGoing(t *testing.T) {
 func TestReconcileRetries(t *testing.T) {
 	r := newRig(t, false)
 	r.backend.containers = []*runtimeapi.Container{{Id: "half", PodSandboxId: "pod", Metadata: &runtimeapi.ContainerMetadata{Name: "debugger"}}}
-	if err := r.server.target.intents.Put(intents.Record{ID: "a", Sandbox: "pod", Name: "debugger", Container: "half"}); err != nil {
+	if err := r.server.target.recon.intents.Put(intents.Record{ID: "a", Sandbox: "pod", Name: "debugger", Container: "half"}); err != nil {
 		t.Fatal(err)
 	}
 	r.backend.removeErr = status.Error(codes.Unavailable, "containerd is down")

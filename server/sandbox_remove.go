@@ -10,9 +10,9 @@ import (
 // NRI, nor the other way round (registrationGate).
 func (t *targeter) removePodSandbox(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
 	done := func() {}
-	if t.nri != nil {
+	if t.removals != nil {
 		var err error
-		if done, err = t.nri.removal(ctx); err != nil {
+		if done, err = t.removals.Removal(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -23,7 +23,7 @@ func (t *targeter) removePodSandbox(ctx context.Context, raw []byte, fwd forward
 	if err != nil {
 		return nil, err
 	}
-	if err := t.releaseStale(ctx); err != nil {
+	if err := t.recon.releaseStale(ctx); err != nil {
 		t.log.WithError(err).Warn("release pins after RemovePodSandbox; retried when the shim next starts")
 	}
 	return out, nil

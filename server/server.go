@@ -15,6 +15,7 @@ import (
 
 	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
@@ -76,6 +77,7 @@ type Server struct {
 	proxy   proxy
 	hooks   map[string]hook // intercepted method -> its handler; read-only after New
 	target  *targeter
+	nri     *nriplugin.Plugin // nil: the Update path only
 	log     *logrus.Entry
 	grpc    *grpc.Server
 	metrics Metrics        // nil: none
@@ -93,7 +95,7 @@ func New(opts Options) *Server {
 		opts.Strict, opts.Log, opts.Metrics)
 	s.target.lookup = api
 	if opts.TargetingVia != ViaUpdate {
-		s.target.useNRI(opts.NRISocket, opts.TargetingVia == ViaNRI)
+		s.useNRI(opts.NRISocket, opts.TargetingVia == ViaNRI)
 	}
 	return s
 }
@@ -102,11 +104,11 @@ func New(opts Options) *Server {
 // containerd's NRI (if the server uses it), so that the first creates served
 // already take the path the backend offers.
 func (s *Server) WaitTargetingPath(ctx context.Context) {
-	if s.target.nri == nil {
+	if s.nri == nil {
 		return
 	}
 	select {
-	case <-s.target.nri.tried:
+	case <-s.nri.Tried():
 	case <-ctx.Done():
 	}
 }
@@ -114,23 +116,26 @@ func (s *Server) WaitTargetingPath(ctx context.Context) {
 // TargetingPath says how targeted specs are written now (ViaNRI or
 // ViaUpdate) and why.
 func (s *Server) TargetingPath() (string, string) {
-	if s.target.nri == nil {
+	if s.nri == nil {
 		return ViaUpdate, "the Update path is configured"
 	}
-	return s.target.nri.path()
+	usable, why := s.nri.Usable()
+	if usable {
+		return ViaNRI, why
+	}
+	return ViaUpdate, why
 }
 
 // newServer builds a Server on the given dependencies; grpcOpts come after
 // the shim's own server options (tests use them to observe connections).
-func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, intents intentStore, strict bool, log *logrus.Entry, m Metrics, grpcOpts ...grpc.ServerOption) *Server {
+func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, records intentStore, strict bool, log *logrus.Entry, m Metrics, grpcOpts ...grpc.ServerOption) *Server {
 	if log == nil {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
-	life, stop := context.WithCancel(context.Background())
+	recon := newReconciler(cri, pins, records, log)
 	t := &targeter{
-		life:    life,
-		stop:    stop,
-		intents: intents,
+		recon:   recon,
+		report:  reporter{log: log, metrics: m},
 		cri:     cri,
 		tasks:   tasks,
 		specs:   specs,
@@ -140,10 +145,9 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		canJoin: namespaces.CanJoin,
 		strict:  strict,
 		log:     log,
-		metrics: m,
 	}
 	s := &Server{
-		proxy:   proxy{backend: backend, codec: newRawCodec(), stopping: life},
+		proxy:   proxy{backend: backend, codec: newRawCodec(), stopping: recon.life},
 		target:  t,
 		log:     log,
 		metrics: m,
@@ -231,7 +235,7 @@ func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 // returns by ctx's deadline even when a client has stopped reading: it does
 // not wait for handlers that closing the connections has cancelled.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.target.stop() // ends streams and reconciler loops
+	s.target.recon.stop() // ends streams, reconciler loops and the NRI connection
 	drained := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/net/http2"
@@ -275,6 +277,19 @@ type fakeSpecs struct {
 	onEdit func() // when set, EditSpec calls it first
 	shmDir string // the pod's /dev/shm; default a path that does not exist
 	userns string // the pod's user namespace; default none (the host's)
+	edits  int    // EditSpec calls
+}
+
+// made is the spec containerd makes for a container of the pod with pid
+// and ipc POD.
+func (f *fakeSpecs) made() *specs.Spec {
+	s := &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace, Path: "/proc/42/ns/pid"}, {Type: specs.IPCNamespace, Path: "/proc/42/ns/ipc"}}},
+		Mounts: []specs.Mount{{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue"}, f.podShm()}}
+	if f.userns != "" {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: f.userns})
+	}
+	return s
 }
 
 // podShm is the /dev/shm mount containerd gives a container of the pod.
@@ -296,18 +311,13 @@ func (f *fakeSpecs) EditSpec(ctx context.Context, id string, edit func(*specs.Sp
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.edits++
 	if f.err != nil {
 		return f.err
 	}
 	s, ok := f.specs[id]
 	if !ok {
-		// what containerd makes for pid/ipc POD
-		s = &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
-			{Type: specs.PIDNamespace, Path: "/proc/42/ns/pid"}, {Type: specs.IPCNamespace, Path: "/proc/42/ns/ipc"}}},
-			Mounts: []specs.Mount{{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue"}, f.podShm()}}
-		if f.userns != "" {
-			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: f.userns})
-		}
+		s = f.made()
 		f.specs[id] = s
 	}
 	opts, err := edit(s)
@@ -415,6 +425,14 @@ type rig struct {
 	pins       *fakePins
 	opened     [][]namespaces.Kind
 	live       bool // what hasInit answers
+
+	// the NRI path (newNRIRig): NRI's runtime, its socket, the adjustments
+	// it returned by container id, and an error that fails the create after
+	// the event (as a runc failure would)
+	nri       *adaptation.Adaptation
+	nriSocket string
+	adjusted  map[string]*api.ContainerAdjustment
+	nriFail   error
 }
 
 func newRig(t testing.TB, strict bool) *rig {
@@ -474,7 +492,7 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 // setMetrics makes m the shim's metrics recorder, for calls and targeting.
 func (r *rig) setMetrics(m Metrics) {
 	r.server.metrics = m
-	r.server.target.metrics = m
+	r.server.target.report.metrics = m
 }
 
 func dialMem(t testing.TB, lis *bufconn.Listener, opts ...grpc.DialOption) *grpc.ClientConn {

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	nrilog "github.com/containerd/nri/pkg/log"
+	"github.com/sirupsen/logrus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
+)
+
+// quietLog silences NRI's own log in tests.
+type quietLog struct{}
+
+var quietNRI sync.Once
+
+func (quietLog) Debugf(context.Context, string, ...any) {}
+func (quietLog) Infof(context.Context, string, ...any)  {}
+func (quietLog) Warnf(context.Context, string, ...any)  {}
+func (quietLog) Errorf(context.Context, string, ...any) {}
+
+// nriRuntime is NRI's runtime side as containerd 2.x runs it (the
+// adaptation package), in this process, with a socket of its own.
+func nriRuntime(t testing.TB, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
+	t.Helper()
+	quietNRI.Do(func() { nrilog.Set(quietLog{}) }) // a global: set once, before any runtime runs
+	dir, err := os.MkdirTemp("", "nri")            // short: a unix socket path
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "nri.sock")
+	sync := func(ctx context.Context, cb adaptation.SyncCB) error {
+		_, err := cb(ctx, nil, nil)
+		return err
+	}
+	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+		return nil, nil
+	}
+	a, err := adaptation.New("containerd", "v2.4.2", sync, update, append([]adaptation.Option{adaptation.WithSocketPath(socket),
+		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf"))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	return a, socket
+}
+
+// The shim connects to NRI while a RemovePodSandbox it forwarded is in the
+// backend. The backend locks as containerd 2.4 does: BlockPluginSync for the
+// whole RemovePodSandbox, and again inside it for each of the pod's
+// containers. Had the shim registered meanwhile, the runtime would be
+// waiting to lock for writing, and the inner block would wait for good. The
+// registration waits for the removal instead, then completes.
+func TestNRIRegistrationWaitsForPodRemoval(t *testing.T) {
+	a, socket := nriRuntime(t)
+	r := newRig(t, false)
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
+	r.server.target.nri, r.server.target.removals = p, p
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var deadlocked bool
+	r.backend.onRemovePod = func() {
+		outer := a.BlockPluginSync()
+		go p.Run(ctx) // the shim connects to NRI now (containerd came back, say)
+		// time enough to register and ask for the lock, were it let
+		time.Sleep(300 * time.Millisecond)
+		inner := make(chan *adaptation.PluginSyncBlock)
+		go func() { inner <- a.BlockPluginSync() }()
+		select {
+		case b := <-inner:
+			b.Unblock()
+		case <-time.After(3 * time.Second):
+			deadlocked = true
+			outer.Unblock() // undoes it, for the test to end
+			(<-inner).Unblock()
+			return
+		}
+		outer.Unblock()
+	}
+	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
+	if _, err := rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: "sb1"}); err != nil {
+		t.Fatal(err)
+	}
+	if deadlocked {
+		t.Fatal("the runtime's nested BlockPluginSync waited for a plugin registration: containerd 2.4 would hang")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for usable, why := p.Usable(); !usable; usable, why = p.Usable() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shim did not register after the removal: %s", why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// synchronized: a removal now goes straight through
+	r.backend.onRemovePod = nil
+	start := time.Now()
+	if _, err := rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: "sb2"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("a removal after the registration took %v", d)
+	}
+}
