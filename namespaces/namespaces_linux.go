@@ -77,22 +77,12 @@ func Open(pid int, kinds []Kind, verify func() error) ([]*Handle, error) {
 			}
 			continue
 		}
-		path := filepath.Join("/proc", strconv.Itoa(pid), "ns", string(kind))
-		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+		h, err := openNS(pid, kind)
 		if err != nil {
 			closeAll()
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-				return nil, fmt.Errorf("open %s: %w", path, ErrExited)
-			}
-			return nil, err // an *os.PathError: "open /proc/<pid>/ns/<kind>: <reason>"
+			return nil, err
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-			f.Close()
-			closeAll()
-			return nil, fmt.Errorf("fstat %s: %w", path, err)
-		}
-		handles = append(handles, &Handle{Kind: kind, ID: ID{Dev: st.Dev, Ino: st.Ino}, file: f})
+		handles = append(handles, h)
 	}
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
 		closeAll()
@@ -108,6 +98,24 @@ func Open(pid int, kinds []Kind, verify func() error) ([]*Handle, error) {
 		}
 	}
 	return handles, nil
+}
+
+// openNS opens the namespace of kind of process pid.
+func openNS(pid int, kind Kind) (*Handle, error) {
+	path := filepath.Join("/proc", strconv.Itoa(pid), "ns", string(kind))
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("open %s: %w", path, ErrExited)
+		}
+		return nil, err // an *os.PathError: "open /proc/<pid>/ns/<kind>: <reason>"
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fstat %s: %w", path, err)
+	}
+	return &Handle{Kind: kind, ID: ID{Dev: st.Dev, Ino: st.Ino}, file: f}, nil
 }
 
 // Pin bind-mounts the namespace held by h onto path (created as an empty

@@ -128,41 +128,16 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 	if top == nil {
 		return nil, fmt.Errorf("decode spec: not a JSON object")
 	}
-	var s specs.Spec
-	if b, ok := top["annotations"]; ok {
-		if err := json.Unmarshal(b, &s.Annotations); err != nil {
-			return nil, fmt.Errorf("decode spec annotations: %w", err)
-		}
-	}
-	var rawMounts []json.RawMessage
-	if b, ok := top["mounts"]; ok {
-		if err := json.Unmarshal(b, &rawMounts); err != nil {
-			return nil, fmt.Errorf("decode spec mounts: %w", err)
-		}
-		if err := json.Unmarshal(b, &s.Mounts); err != nil {
-			return nil, fmt.Errorf("decode spec mounts: %w", err)
-		}
-	}
-	mounts := slices.Clone(s.Mounts)
-	var linux map[string]json.RawMessage
-	if b, ok := top["linux"]; ok {
-		if err := json.Unmarshal(b, &linux); err != nil {
-			return nil, fmt.Errorf("decode spec linux: %w", err)
-		}
-	}
-	if linux != nil { // present and not null
-		s.Linux = &specs.Linux{}
-		if b, ok := linux["namespaces"]; ok {
-			if err := json.Unmarshal(b, &s.Linux.Namespaces); err != nil {
-				return nil, fmt.Errorf("decode spec linux namespaces: %w", err)
-			}
-		}
-	}
-	opts, err := edit(&s)
+	s, rawMounts, linux, err := decodeEditable(top)
 	if err != nil {
 		return nil, err
 	}
-	if err := Apply(&s, opts...); err != nil {
+	mounts := slices.Clone(s.Mounts)
+	opts, err := edit(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := Apply(s, opts...); err != nil {
 		return nil, err
 	}
 	if err := setField(top, "annotations", s.Annotations, len(s.Annotations) > 0); err != nil {
@@ -183,6 +158,40 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 		}
 	}
 	return json.Marshal(top)
+}
+
+// decodeEditable decodes what options may edit of the spec whose top-level
+// fields are top: annotations, mounts (also as stored, rawMounts) and the
+// Linux namespaces; linux is the stored "linux" object, nil when absent.
+func decodeEditable(top map[string]json.RawMessage) (s *specs.Spec, rawMounts []json.RawMessage, linux map[string]json.RawMessage, err error) {
+	s = &specs.Spec{}
+	if b, ok := top["annotations"]; ok {
+		if err := json.Unmarshal(b, &s.Annotations); err != nil {
+			return nil, nil, nil, fmt.Errorf("decode spec annotations: %w", err)
+		}
+	}
+	if b, ok := top["mounts"]; ok {
+		if err := json.Unmarshal(b, &rawMounts); err != nil {
+			return nil, nil, nil, fmt.Errorf("decode spec mounts: %w", err)
+		}
+		if err := json.Unmarshal(b, &s.Mounts); err != nil {
+			return nil, nil, nil, fmt.Errorf("decode spec mounts: %w", err)
+		}
+	}
+	if b, ok := top["linux"]; ok {
+		if err := json.Unmarshal(b, &linux); err != nil {
+			return nil, nil, nil, fmt.Errorf("decode spec linux: %w", err)
+		}
+	}
+	if linux != nil { // present and not null
+		s.Linux = &specs.Linux{}
+		if b, ok := linux["namespaces"]; ok {
+			if err := json.Unmarshal(b, &s.Linux.Namespaces); err != nil {
+				return nil, nil, nil, fmt.Errorf("decode spec linux namespaces: %w", err)
+			}
+		}
+	}
+	return s, rawMounts, linux, nil
 }
 
 // patchMounts writes into top["mounts"] the entries of after that differ

@@ -23,7 +23,7 @@ import (
 // container at pins of the target's namespaces (inside the backend's create
 // through NRI, or after it through the spec), and reports. Each step's undo
 // follows it: a failed create leaves no container, no pin and no record.
-func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardFunc) (_ []byte, retErr error) {
+func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
 	req, err := criwire.ReadCreate(raw)
 	if err != nil {
 		// not protobuf: the backend answers it as it would directly
@@ -36,6 +36,11 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	if p == nil {
 		return fwd(ctx, raw)
 	}
+	return t.createTargeted(ctx, req, p, raw, fwd)
+}
+
+// createTargeted is createContainer for a request that asks for targeting (p).
+func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *plan, raw []byte, fwd forwardFunc) (_ []byte, retErr error) {
 	o, err := t.prepare(ctx, req, p)
 	if err != nil {
 		return nil, err
@@ -44,9 +49,8 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	if err := t.strictErr(o); err != nil {
 		return nil, err
 	}
-	// From here on the shim's own steps do not depend on the caller: a
-	// caller that gives up after the backend made the container must not
-	// leave it half-made.
+	// The shim's own steps do not depend on the caller: one that gives up
+	// after the backend made the container must not leave it half-made.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lateStepsTimeout)
 	defer cancel()
 	confirm := t.confirmation(lctx, o)
@@ -56,13 +60,7 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	if err != nil {
 		return nil, err
 	}
-	defer t.dropNRI(lctx, token) // a token whose request was never sent
-	defer func() {
-		if o.pinning != "" {
-			t.recon.pinning.done(o.pinning)
-		}
-	}()
-
+	defer t.doneNRI(lctx, token, o)
 	// Written down before anything is created, removed once the answer is
 	// ready: a crash in between leaves a record that start-up reconciles.
 	f, err := t.recon.begin(intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: o.name, Attempt: req.Attempt, Target: o.rec.Target})
@@ -71,7 +69,6 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 	}
 	defer f.end()
 	failpoint("create:recorded")
-
 	out, viaNRI, err := t.forward(ctx, lctx, raw, o, token, fwd)
 	if err != nil {
 		if !answered(err) {
@@ -93,7 +90,6 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 		}
 	}()
 	failpoint("create:forwarded")
-
 	if !viaNRI {
 		if err := t.pointSpec(lctx, id, o, confirm); err != nil {
 			return nil, err
@@ -146,10 +142,16 @@ func (t *targeter) expectNRI(o *outcome, answer func(*nriapi.Container) (*nriapi
 	return "", nil
 }
 
-// dropNRI ends the wait for token's event; a no-op once settled.
-func (t *targeter) dropNRI(ctx context.Context, token string) {
-	if token != "" {
-		t.nri.Settle(ctx, token)
+// doneNRI ends a create's use of NRI: the wait for token's event, if its
+// request was never sent (a no-op once settled), and the mark on the pins
+// made in that event (the backend lists their container now, or never will).
+func (t *targeter) doneNRI(ctx context.Context, token string, o *outcome) {
+	if token == "" {
+		return
+	}
+	t.nri.Settle(ctx, token)
+	if o.pinning != "" {
+		t.recon.pinning.done(o.pinning)
 	}
 }
 

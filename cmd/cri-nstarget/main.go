@@ -105,24 +105,11 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	backend, err := dial(cfg.RuntimeEndpoint,
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(server.MaxMsgSize), grpc.MaxCallSendMsgSize(server.MaxMsgSize)))
+	backend, ctrdConn, closeConns, err := dialBackend(cfg)
 	if err != nil {
-		return fmt.Errorf("backend: %w", err)
+		return err
 	}
-	defer backend.Close()
-	// containerd serves its CRI and its own API on one socket: one
-	// connection carries both, so that once a CRI call has found containerd
-	// back after a restart, the target's lookup does too (a second
-	// connection could still be waiting out its reconnect backoff, and the
-	// create would fall back for nothing).
-	ctrdConn := backend
-	if !sameSocket(cfg.RuntimeEndpoint, cfg.ContainerdAddress) {
-		if ctrdConn, err = dial(cfg.ContainerdAddress); err != nil {
-			return fmt.Errorf("containerd: %w", err)
-		}
-		defer ctrdConn.Close()
-	}
+	defer closeConns()
 	mx, err := listenMetrics(cfg.MetricsAddress)
 	if err != nil {
 		return err
@@ -146,20 +133,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	}
 	defer os.Remove(path)
 
-	// What a crash left (unfinished creates, stale pins) is undone before
-	// the first call is served when containerd answers in time; otherwise
-	// the server retries in the background until it does.
-	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
-	if err := srv.Reconcile(rctx); err != nil {
-		log.WithError(err).Warn("reconcile at start-up; retrying in the background until the backend answers")
-	}
-	rcancel()
-	// The first creates served take the path the backend offers: NRI is
-	// given a moment to answer (its registration is quick when it is there).
-	wctx, wcancel := context.WithTimeout(ctx, nriWaitTimeout)
-	srv.WaitTargetingPath(wctx)
-	wcancel()
-	via, why := srv.TargetingPath()
+	via, why := prepareToServe(ctx, srv, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	go srv.WatchBackend(ctx, 5*time.Second) // grpc.health.v1 on the CRI socket
@@ -177,6 +151,45 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	defer cancel()
 	srv.Shutdown(sctx)
 	return nil
+}
+
+// dialBackend dials the backend's CRI and containerd's own API. containerd
+// serves both on one socket: one connection then carries both, so that once
+// a CRI call has found containerd back after a restart, the target's lookup
+// does too (a second connection could still be waiting out its reconnect
+// backoff, and the create would fall back for nothing).
+func dialBackend(cfg conf.Config) (backend, ctrd *grpc.ClientConn, closeAll func(), err error) {
+	backend, err = dial(cfg.RuntimeEndpoint,
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(server.MaxMsgSize), grpc.MaxCallSendMsgSize(server.MaxMsgSize)))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("backend: %w", err)
+	}
+	if sameSocket(cfg.RuntimeEndpoint, cfg.ContainerdAddress) {
+		return backend, backend, func() { backend.Close() }, nil
+	}
+	if ctrd, err = dial(cfg.ContainerdAddress); err != nil {
+		backend.Close()
+		return nil, nil, nil, fmt.Errorf("containerd: %w", err)
+	}
+	return backend, ctrd, func() { ctrd.Close(); backend.Close() }, nil
+}
+
+// prepareToServe undoes what a crash left (unfinished creates, stale pins)
+// before the first call is served, when containerd answers in time
+// (otherwise the server retries in the background until it does), and gives
+// NRI a moment to answer, so that the first creates served take the path
+// the backend offers (its registration is quick when it is there). It
+// returns that path, and why.
+func prepareToServe(ctx context.Context, srv *server.Server, log *logrus.Entry) (string, string) {
+	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
+	if err := srv.Reconcile(rctx); err != nil {
+		log.WithError(err).Warn("reconcile at start-up; retrying in the background until the backend answers")
+	}
+	rcancel()
+	wctx, wcancel := context.WithTimeout(ctx, nriWaitTimeout)
+	srv.WaitTargetingPath(wctx)
+	wcancel()
+	return srv.TargetingPath()
 }
 
 // sdNotify tells systemd (Type=notify) about the service's state; without
