@@ -43,8 +43,10 @@ type Plugin struct {
 	// onChange is told whether NRI is usable now, and why, at each change.
 	onChange func(usable bool, why string)
 
-	// mu guards calls, usable, gen, why, refused and each call's state,
-	// gen and err; a leaf: nothing else is locked while it is held.
+	// mu guards calls, usable, gen, why, refused, synced, and each call's
+	// state, gen and err; a leaf: nothing else is locked while it is held
+	// (the gate's lock is taken without it). The rest is set by New and
+	// never changes, or guards itself (tried, gate).
 	mu     sync.Mutex
 	calls  map[string]*Call // by token
 	usable bool             // connected to an NRI that adjusts namespaces
@@ -57,7 +59,7 @@ type Plugin struct {
 	tried     chan struct{}
 	triedOnce sync.Once
 	// gate keeps registrations and forwarded RemovePodSandbox calls apart;
-	// synced ends the registration in progress (Synchronize came).
+	// synced (under mu) ends the registration in progress (Synchronize came).
 	gate   registrationGate
 	synced func()
 }
