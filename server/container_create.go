@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	nriapi "github.com/containerd/nri/pkg/api"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -41,6 +42,7 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 
 // createTargeted is createContainer for a request that asks for targeting (p).
 func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *plan, raw []byte, fwd forwardFunc) (_ []byte, retErr error) {
+	w := newStopwatch()
 	o, err := t.prepare(ctx, req, p)
 	if err != nil {
 		return nil, err
@@ -69,7 +71,9 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	}
 	defer f.end()
 	failpoint("create:recorded")
+	w.lap("prepare_record")
 	out, viaNRI, err := t.forward(ctx, lctx, raw, o, token, fwd)
+	w.lap("forward")
 	if err != nil {
 		if !answered(err) {
 			// the backend may have made it after all: the reconciler
@@ -95,7 +99,9 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 			return nil, err
 		}
 	}
+	w.lap("point")
 	t.report.outcome(id, o)
+	t.report.steps(id, o, w)
 	failpoint("create:finished")
 	return out, nil
 }
@@ -248,6 +254,7 @@ func (t *targeter) retryWithoutNRI(ctx, lctx context.Context, raw []byte, o *out
 // It runs on the NRI stub's goroutine and owns o until it returns.
 func (t *targeter) answerNRI(c *nriapi.Container, o *outcome, confirm func() error) (*nriapi.ContainerAdjustment, error) {
 	failpoint("create:nri-event")
+	defer func(start time.Time) { o.answerTook = time.Since(start) }(time.Now())
 	id := c.GetId()
 	confirm()
 	o.rec.Via = ViaNRI

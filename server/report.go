@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/sirupsen/logrus"
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
@@ -34,4 +36,35 @@ func (r reporter) targeting(namespace, stage, result string, why reasonKind) {
 	if r.metrics != nil {
 		r.metrics.Targeting(namespace, stage, result, string(why))
 	}
+}
+
+// stopwatch times the steps of one create, for the debug log: where a
+// create's time goes (docs/benchmarks.md, nstarget-bench -steps).
+type stopwatch struct {
+	last  time.Time
+	start time.Time
+	laps  logrus.Fields
+}
+
+func newStopwatch() *stopwatch {
+	now := time.Now()
+	return &stopwatch{last: now, start: now, laps: logrus.Fields{}}
+}
+
+// lap ends the step named step (in microseconds, as step_us).
+func (w *stopwatch) lap(step string) {
+	now := time.Now()
+	w.laps[step+"_us"] = now.Sub(w.last).Microseconds()
+	w.last = now
+}
+
+// steps logs, at debug level, how long each step of container id's create
+// took, the NRI answer's share of the forward among them.
+func (r reporter) steps(id string, o *outcome, w *stopwatch) {
+	if !r.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		return
+	}
+	w.laps["answer_us"] = o.answerTook.Microseconds()
+	w.laps["total_us"] = time.Since(w.start).Microseconds()
+	r.log.WithFields(w.laps).WithFields(logrus.Fields{"container": id, "via": o.rec.Via}).Debug("create steps")
 }

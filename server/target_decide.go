@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/codes"
@@ -30,6 +31,8 @@ type outcome struct {
 	held    bool
 	heldFor string
 	pinning string // the container pinned in an NRI event, while its create is in flight
+	// answerTook is how long the NRI answer took (within forward's time)
+	answerTook time.Duration
 }
 
 // failure is one fallback, with the code strict mode answers it with.
