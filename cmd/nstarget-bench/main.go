@@ -54,6 +54,8 @@ type options struct {
 	sandboxSize []int // ListContainers scaling points
 	only        string
 	verbose     bool
+	steps       bool     // the shims log each create's steps (debug), summarized at the end
+	stepLogs    []string // their logs
 }
 
 func main() {
@@ -85,6 +87,7 @@ func main() {
 	flag.StringVar(&o.image, "image", "", "busybox-like image present on the backend (default: the private one's)")
 	flag.StringVar(&o.only, "only", "", "comma-separated measures to run (lifecycle,target,scaling,unary,throughput); default all")
 	flag.BoolVar(&o.verbose, "v", false, "print each slice of the throughput measure")
+	flag.BoolVar(&o.steps, "steps", false, "run the shims at debug level and print where a TARGET create's time went, step by step (with -only target)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "nstarget-bench: unexpected arguments", flag.Args())
@@ -128,20 +131,26 @@ func run(ctx context.Context, o options, command string) error {
 		}
 		defer unix.Unmount(dir, unix.MNT_DETACH)
 		m.stateDir = "tmpfs (as /run on a node)"
-		s, version, err := startShim(ctx, o.shimBin, dir, env.Containerd)
+		var debug []string
+		if o.steps {
+			debug = []string{"--log-level", "debug"}
+		}
+		s, version, err := startShim(ctx, o.shimBin, dir, env.Containerd, debug...)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
+		o.stepLogs = append(o.stepLogs, s.LogPath())
 		m.shim = version
 		if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
 			// containerd has NRI: the shim above targets through it, a
 			// second one on the Update path is measured beside it
-			u, _, err := startShim(ctx, o.shimBin, filepath.Join(dir, "update"), env.Containerd, "--targeting-via", "update")
+			u, _, err := startShim(ctx, o.shimBin, filepath.Join(dir, "update"), env.Containerd, append([]string{"--targeting-via", "update"}, debug...)...)
 			if err != nil {
 				return err
 			}
 			defer u.Close()
+			o.stepLogs = append(o.stepLogs, u.LogPath())
 			o.updateShim = u.Endpoint()
 		}
 		if o.baselineBin != "" {
@@ -203,6 +212,9 @@ func run(ctx context.Context, o options, command string) error {
 		return err
 	}
 	fmt.Printf("\n%s\n%s", detailTable(b.results, b.n), summary(command, m, started, time.Since(started), b.figures, b.baseline))
+	if o.steps {
+		fmt.Printf("\n%s", stepsTable(o.stepLogs...))
+	}
 	return nil
 }
 
