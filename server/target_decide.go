@@ -147,7 +147,6 @@ func (t *targeter) point(id string, v specView, o *outcome) pointing {
 		o.rec.Namespaces[kind] = r
 		if reason := t.joinRefused(h, userns); reason != "" {
 			o.fallBack(kind, "create", reasonUsernsRefused, codes.FailedPrecondition, reason)
-			p.refused++
 			continue
 		}
 		p.ns[kind] = r.Path

@@ -2,7 +2,6 @@ package server
 
 import (
 	nriapi "github.com/containerd/nri/pkg/api"
-
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
@@ -28,9 +27,8 @@ func viewOfSpec(s *specs.Spec) specView {
 // pointing is what targeting writes into the container: the namespaces it
 // joins (type -> pin) and the /dev/shm mount that replaces the backend's.
 type pointing struct {
-	ns      map[string]string
-	shm     *specs.Mount
-	refused int // namespaces whose join the kernel would refuse
+	ns  map[string]string
+	shm *specs.Mount
 }
 
 // viewOfNRI is the NRI event's copy of the container's spec.

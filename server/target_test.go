@@ -41,14 +41,18 @@ func (f *fakeMetrics) outcomes() []string {
 	return slices.Sorted(slices.Values(f.targeting))
 }
 
+// TestTargetingMetrics: every outcome and fallback reason reaches the
+// targeting metric, on both paths (a spec that cannot be written is the
+// Update path's alone; a conflict with another NRI plugin, NRI's).
 func TestTargetingMetrics(t *testing.T) {
 	both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
 	for _, tc := range []struct {
 		desc   string
 		ns     *runtimeapi.NamespaceOption
-		setup  func(*rig)
+		setup  func(*testing.T, *rig)
 		want   []string // default mode
 		strict []string // strict mode
+		only   string   // the one path it applies to; "": both
 	}{
 		{
 			desc: "targeted", ns: both,
@@ -57,25 +61,25 @@ func TestTargetingMetrics(t *testing.T) {
 		},
 		{
 			desc: "target not running", ns: pidTarget("app1"),
-			setup:  func(r *rig) { r.backend.containers[0].State = runtimeapi.ContainerState_CONTAINER_EXITED },
+			setup:  func(_ *testing.T, r *rig) { r.backend.containers[0].State = runtimeapi.ContainerState_CONTAINER_EXITED },
 			want:   []string{"pid/create/fallback/target_not_running"},
 			strict: []string{"pid/create/refused/target_not_running"},
 		},
 		{
 			desc: "no task", ns: pidTarget("app1"),
-			setup:  func(r *rig) { r.tasks.err = errTaskNotRunning },
+			setup:  func(_ *testing.T, r *rig) { r.tasks.err = errTaskNotRunning },
 			want:   []string{"pid/create/fallback/target_not_running"},
 			strict: []string{"pid/create/refused/target_not_running"},
 		},
 		{
 			desc: "containerd unavailable", ns: both,
-			setup:  func(r *rig) { r.tasks.err = errContainerdDown },
+			setup:  func(_ *testing.T, r *rig) { r.tasks.err = errContainerdDown },
 			want:   []string{"ipc/create/fallback/containerd_unavailable", "pid/create/fallback/containerd_unavailable"},
 			strict: []string{"ipc/create/refused/containerd_unavailable", "pid/create/refused/containerd_unavailable"},
 		},
 		{
 			desc: "target exited while its namespaces were opened", ns: pidTarget("app1"),
-			setup: func(r *rig) {
+			setup: func(_ *testing.T, r *rig) {
 				r.server.target.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
 					return nil, namespaces.ErrExited
 				}
@@ -85,7 +89,7 @@ func TestTargetingMetrics(t *testing.T) {
 		},
 		{
 			desc: "namespaces cannot be opened", ns: pidTarget("app1"),
-			setup: func(r *rig) {
+			setup: func(_ *testing.T, r *rig) {
 				r.server.target.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
 					return nil, errors.New("open /proc/4242/ns/pid: permission denied")
 				}
@@ -100,41 +104,52 @@ func TestTargetingMetrics(t *testing.T) {
 		},
 		{
 			desc: "pin failed", ns: pidTarget("app1"),
-			setup:  func(r *rig) { r.pins.err = errors.New("mount: operation not permitted") },
+			setup:  func(_ *testing.T, r *rig) { r.pins.err = errors.New("mount: operation not permitted") },
 			want:   []string{"pid/create/fallback/pin_failed"},
 			strict: []string{"pid/create/refused/pin_failed"},
 		},
 		{
-			desc: "spec update failed", ns: pidTarget("app1"),
-			setup:  func(r *rig) { r.specs.err = errors.New("update spec: conflict") },
+			desc: "spec update failed", ns: pidTarget("app1"), only: "update",
+			setup:  func(_ *testing.T, r *rig) { r.specs.err = errors.New("update spec: conflict") },
 			want:   []string{"pid/create/fallback/spec_update_failed"},
 			strict: []string{"pid/create/refused/spec_update_failed"},
 		},
 		{
-			desc: "spec update failed, containerd gone", ns: pidTarget("app1"),
-			setup:  func(r *rig) { r.specs.err = errContainerdDown },
+			desc: "spec update failed, containerd gone", ns: pidTarget("app1"), only: "update",
+			setup:  func(_ *testing.T, r *rig) { r.specs.err = errContainerdDown },
 			want:   []string{"pid/create/fallback/containerd_unavailable"},
 			strict: []string{"pid/create/refused/containerd_unavailable"},
 		},
+		{
+			desc: "another NRI plugin sets the namespace", ns: pidTarget("app1"), only: "nri",
+			setup:  func(t *testing.T, r *rig) { otherPlugin(t, r, "pid") },
+			want:   []string{"pid/create/fallback/nri_conflict"},
+			strict: []string{"pid/create/refused/nri_conflict"},
+		},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			for _, strict := range []bool{false, true} {
-				r := newRig(t, strict)
-				m := &fakeMetrics{}
-				r.setMetrics(m)
-				r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-				if tc.setup != nil {
-					tc.setup(r)
+			eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+				for _, strict := range []bool{false, true} {
+					r := newRig(t, strict)
+					if path := map[bool]string{false: "update", true: "nri"}[r.nri != nil]; tc.only != "" && tc.only != path {
+						return
+					}
+					m := &fakeMetrics{}
+					r.setMetrics(m)
+					r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+					if tc.setup != nil {
+						tc.setup(t, r)
+					}
+					r.create(t, createReq("sb1", tc.ns))
+					want := tc.want
+					if strict {
+						want = tc.strict
+					}
+					if got := m.outcomes(); !slices.Equal(got, want) {
+						t.Errorf("strict=%v: targeting = %q, want %q", strict, got, want)
+					}
 				}
-				r.create(t, createReq("sb1", tc.ns))
-				want := tc.want
-				if strict {
-					want = tc.strict
-				}
-				if got := m.outcomes(); !slices.Equal(got, want) {
-					t.Errorf("strict=%v: targeting = %q, want %q", strict, got, want)
-				}
-			}
+			})
 		})
 	}
 }

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"maps"
+	"testing"
+
+	nriapi "github.com/containerd/nri/pkg/api"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// TestRenderBothWays: one decision rendered for each path writes the same
+// into the container: the spec options applied to a spec, and the NRI
+// adjustment as containerd applies it, give the same namespaces, /dev/shm
+// and record.
+func TestRenderBothWays(t *testing.T) {
+	shm := &specs.Mount{Destination: "/dev/shm", Type: "bind", Source: "/pins/c/shm", Options: []string{"rbind", "rw"}}
+	rec := oci.Record{Target: "app", Via: ViaNRI, Namespaces: map[string]oci.NamespaceRecord{
+		"pid": {Result: oci.Targeted, Path: "/pins/c/pid"}, "ipc": {Result: oci.Fallback, Reason: "r"}}}
+	for _, tc := range []struct {
+		desc string
+		p    pointing
+	}{
+		{"nothing joins: the record alone", pointing{}},
+		{"pid", pointing{ns: map[string]string{"pid": "/pins/c/pid"}}},
+		{"pid and ipc, the target's /dev/shm", pointing{ns: map[string]string{"pid": "/pins/c/pid", "ipc": "/pins/c/ipc"}, shm: shm}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			made := func() *specs.Spec {
+				return &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: "pid", Path: "/proc/42/ns/pid"}, {Type: "ipc", Path: "/proc/42/ns/ipc"}}},
+					Mounts: []specs.Mount{{Destination: "/dev/shm", Type: "bind", Source: "/pod/shm"}}}
+			}
+			viaSpec := made()
+			if err := oci.Apply(viaSpec, specOpts(tc.p, rec)...); err != nil {
+				t.Fatal(err)
+			}
+			adj, err := nriAdjustment(tc.p, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaNRI := applyAdjustment(t, made(), adj)
+			if !viewsEqual(viewOfSpec(viaSpec), viewOfSpec(viaNRI)) || !maps.Equal(viaSpec.Annotations, viaNRI.Annotations) {
+				t.Errorf("the two renderings differ:\nspec %+v %v\n nri %+v %v", viewOfSpec(viaSpec), viaSpec.Annotations, viewOfSpec(viaNRI), viaNRI.Annotations)
+			}
+			for kind, path := range tc.p.ns {
+				if got, _ := oci.NamespacePath(viaSpec, specs.LinuxNamespaceType(kind)); got != path {
+					t.Errorf("%s path %q, want %q", kind, got, path)
+				}
+			}
+			if got, ok, err := oci.ParseRecord(viaSpec.Annotations); !ok || err != nil || got.Target != "app" {
+				t.Errorf("record %+v %v %v", got, ok, err)
+			}
+		})
+	}
+}
+
+// applyAdjustment applies adj to s as containerd does with an NRI answer.
+func applyAdjustment(t *testing.T, s *specs.Spec, adj *nriapi.ContainerAdjustment) *specs.Spec {
+	t.Helper()
+	var opts []oci.Opt
+	for _, n := range adj.GetLinux().GetNamespaces() {
+		opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(n.GetType()), n.GetPath()))
+	}
+	for _, m := range adj.GetMounts() {
+		opts = append(opts, oci.WithMount(specs.Mount{Destination: m.GetDestination(), Type: m.GetType(), Source: m.GetSource(), Options: m.GetOptions()}))
+	}
+	if err := oci.Apply(s, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if len(adj.GetAnnotations()) > 0 && s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	maps.Copy(s.Annotations, adj.GetAnnotations())
+	return s
+}
+
+func viewsEqual(a, b specView) bool {
+	if !maps.Equal(a.ns, b.ns) || len(a.mounts) != len(b.mounts) {
+		return false
+	}
+	for i := range a.mounts {
+		if a.mounts[i].Destination != b.mounts[i].Destination || a.mounts[i].Source != b.mounts[i].Source || a.mounts[i].Type != b.mounts[i].Type {
+			return false
+		}
+	}
+	return true
+}
