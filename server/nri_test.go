@@ -93,21 +93,8 @@ func (r *rig) nriEvent(id string, req *runtimeapi.CreateContainerRequest) error 
 	if len(adj.GetAnnotations()) == 0 {
 		return r.nriFail // not adjusted: containerd keeps the spec it made
 	}
-	var opts []oci.Opt
-	for _, n := range adj.GetLinux().GetNamespaces() {
-		opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(n.GetType()), n.GetPath()))
-	}
-	for _, m := range adj.GetMounts() {
-		opts = append(opts, oci.WithMount(specs.Mount{Destination: m.GetDestination(), Type: m.GetType(), Source: m.GetSource(), Options: m.GetOptions()}))
-	}
-	if err := oci.Apply(spec, opts...); err != nil {
+	if err := applyAdjustment(spec, adj); err != nil {
 		return err
-	}
-	for k, v := range adj.GetAnnotations() {
-		if spec.Annotations == nil {
-			spec.Annotations = map[string]string{}
-		}
-		spec.Annotations[k] = v
 	}
 	r.specs.mu.Lock()
 	r.specs.specs[id] = spec

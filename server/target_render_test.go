@@ -39,7 +39,10 @@ func TestRenderBothWays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			viaNRI := applyAdjustment(t, made(), adj)
+			viaNRI := made()
+			if err := applyAdjustment(viaNRI, adj); err != nil {
+				t.Fatal(err)
+			}
 			if !viewsEqual(viewOfSpec(viaSpec), viewOfSpec(viaNRI)) || !maps.Equal(viaSpec.Annotations, viaNRI.Annotations) {
 				t.Errorf("the two renderings differ:\nspec %+v %v\n nri %+v %v", viewOfSpec(viaSpec), viaSpec.Annotations, viewOfSpec(viaNRI), viaNRI.Annotations)
 			}
@@ -56,8 +59,7 @@ func TestRenderBothWays(t *testing.T) {
 }
 
 // applyAdjustment applies adj to s as containerd does with an NRI answer.
-func applyAdjustment(t *testing.T, s *specs.Spec, adj *nriapi.ContainerAdjustment) *specs.Spec {
-	t.Helper()
+func applyAdjustment(s *specs.Spec, adj *nriapi.ContainerAdjustment) error {
 	var opts []oci.Opt
 	for _, n := range adj.GetLinux().GetNamespaces() {
 		opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(n.GetType()), n.GetPath()))
@@ -66,13 +68,13 @@ func applyAdjustment(t *testing.T, s *specs.Spec, adj *nriapi.ContainerAdjustmen
 		opts = append(opts, oci.WithMount(specs.Mount{Destination: m.GetDestination(), Type: m.GetType(), Source: m.GetSource(), Options: m.GetOptions()}))
 	}
 	if err := oci.Apply(s, opts...); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if len(adj.GetAnnotations()) > 0 && s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
 	maps.Copy(s.Annotations, adj.GetAnnotations())
-	return s
+	return nil
 }
 
 func viewsEqual(a, b specView) bool {
