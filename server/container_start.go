@@ -69,6 +69,10 @@ func (t *targeter) pinnedID(ctx context.Context, id string) (string, error) {
 	return "", nil // ambiguous, or not a pinned one: the backend answers the call itself
 }
 
+// checkPID checks, before container id starts, that the PID namespace
+// pinned at pin still has an init, so that the container can join it. If
+// not, the container falls back to the pod's PID namespace (its spec is
+// pointed back at the pod's path its record kept) or, strict, is removed.
 func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
 	live, err := t.hasInit(pin)
 	if err == nil && live {
