@@ -321,3 +321,13 @@ release:
 
 release-check: deps
 	GO="$(GO)" MAKE="$(MAKE)" $(LEG) ./hack/release-check.sh
+
+# A node under qemu (issue 25), outside `make test` and .ci/run for now:
+# hack/node/image.sh builds and caches a Debian 12 node image (systemd as
+# PID 1, cgroup v2) from Debian's packages only.
+#   make node-image        build the image once into /var/cache/cri-nstarget (about 2 min)
+# Each step prints its time.
+NODE_LEG    = LEG_LOG=bin/node/legs.txt ./hack/leg.sh
+.PHONY: node-image
+node-image:
+	$(NODE_LEG) $@ ./hack/node/image.sh
