@@ -19,6 +19,12 @@ type Result struct {
 // Run runs script with /bin/sh -c in the guest, as root, and returns how it
 // ended; a non-zero exit status is not an error. The agent kills it at
 // ctx's deadline. Requests go one at a time.
+//
+// A request that meets the guest going down (a reboot, a poweroff) may get
+// no reply: the agent it reached is stopped first. Run then waits until ctx
+// ends; across a reboot, ask with short deadlines until the answer comes
+// from the new boot (/proc/sys/kernel/random/boot_id), since the first may
+// still come from the old one.
 func (v *VM) Run(ctx context.Context, script string) (Result, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
