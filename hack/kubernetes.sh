@@ -4,9 +4,15 @@
 # (issue 15: a real kubelet in front of the shim). Idempotent: when the cached
 # kubectl reports the wanted version it only prints the directory. One
 # release per call (~5 min on 2 cores); make e2e-tools calls it for each.
+# With --upstream-e2e it builds, into the same directory, what running
+# Kubernetes' own e2e specs against that cluster needs (issue 26): e2e.test
+# (`go test -c k8s.io/kubernetes/test/e2e`), kube-controller-manager,
+# kube-scheduler and agnhost (test/images/agnhost, the Go program most
+# upstream specs run in their pods); ~10 more minutes the first time.
 #
 #   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh   # -> /var/cache/cri-nstarget/kubernetes-v1.37.2/bin
 #   KUBERNETES_VERSION=v1.35.4 KUBERNETES_CACHE=/some/dir hack/kubernetes.sh
+#   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh --upstream-e2e
 # The versions are named once, in the Makefile (KUBERNETES_NEWEST and
 # KUBERNETES_OLDEST: the newest release and the oldest still supported).
 #
@@ -18,9 +24,17 @@ version=${KUBERNETES_VERSION:?set KUBERNETES_VERSION (the Makefile names them: m
 cache=${KUBERNETES_CACHE:-/var/cache/cri-nstarget}
 out="$cache/kubernetes-$version/bin"
 staging="v0.${version#v1.}"
+upstream_e2e=false
+[ "${1:-}" = --upstream-e2e ] && upstream_e2e=true
 
-if [ -x "$out/kubectl" ] && [ -x "$out/kubelet" ] && [ -x "$out/kube-apiserver" ] &&
-  "$out/kubectl" version --client 2>/dev/null | grep -q "Client Version: $version$"; then
+built() {
+  [ -x "$out/kubectl" ] && [ -x "$out/kubelet" ] && [ -x "$out/kube-apiserver" ] &&
+    "$out/kubectl" version --client 2>/dev/null | grep -q "Client Version: $version$" || return 1
+  if $upstream_e2e; then
+    [ -x "$out/e2e.test" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/agnhost" ] || return 1
+  fi
+}
+if built; then
   echo "$out"
   exit 0
 fi
@@ -45,9 +59,16 @@ for v in gitVersion="$version" gitMajor=1 gitMinor="$(echo "${version#v1.}" | cu
     ldflags="$ldflags -X $pkg.$v"
   done
 done
+rm -rf "$out.tmp"
 mkdir -p "$out.tmp"
 go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
+if $upstream_e2e; then
+  echo "kubernetes: building e2e.test, kube-controller-manager, kube-scheduler, agnhost $version" >&2
+  go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/test/images/agnhost
+  go test -c -trimpath -ldflags "$ldflags" -o "$out.tmp/e2e.test" k8s.io/kubernetes/test/e2e
+fi
 rm -rf "$out"
 mv "$out.tmp" "$out"
 "$out/kubectl" version --client >&2
