@@ -42,7 +42,7 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 
 // createTargeted is createContainer for a request that asks for targeting (p).
 func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *plan, raw []byte, fwd forwardFunc) (_ []byte, retErr error) {
-	w := newStopwatch()
+	w := t.report.stopwatch()
 	o, err := t.prepare(ctx, req, p)
 	if err != nil {
 		return nil, err
@@ -75,19 +75,13 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	out, viaNRI, err := t.forward(ctx, lctx, raw, o, token, fwd)
 	w.lap("forward")
 	if err != nil {
-		if !answered(err) {
-			// the backend may have made it after all: the reconciler
-			// removes whatever it finds under this name and attempt
-			f.handOver()
-		}
+		f.unanswered(err)
 		return nil, err
 	}
-	id, err := criwire.ContainerID(out)
-	if err != nil || id == "" {
-		f.handOver()
-		return nil, fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", o.name, err)
+	id, err := f.made(out)
+	if err != nil {
+		return nil, err
 	}
-	f.made(id)
 	defer func() {
 		if retErr != nil && !t.recon.discard(lctx, f.record) {
 			f.handOver() // marked for discarding: the reconciler removes it
@@ -182,7 +176,7 @@ func (t *targeter) forward(ctx, lctx context.Context, raw []byte, o *outcome, to
 	}
 	if o.held {
 		// pinned in the NRI event, then the backend failed the create
-		t.releasePins(o.heldFor)
+		t.releasePins(o.pinning)
 		o.held = false
 	}
 	return nil, false, err
@@ -221,7 +215,7 @@ func tokenAnnotation(token string) []criwire.Annotation {
 //     the record alone.
 func (t *targeter) retryWithoutNRI(ctx, lctx context.Context, raw []byte, o *outcome, cause error, fwd forwardFunc) ([]byte, bool, error) {
 	if o.held {
-		t.releasePins(o.heldFor)
+		t.releasePins(o.pinning)
 		o.held = false
 	}
 	if nriplugin.IsNamespaceRefusal(cause) {
@@ -272,7 +266,7 @@ func (t *targeter) answerNRI(c *nriapi.Container, o *outcome, confirm func() err
 		t.releasePins(id)
 		return nil, err
 	}
-	o.held, o.heldFor = len(p.ns) > 0, id
+	o.held = len(p.ns) > 0
 	return adj, nil
 }
 

@@ -38,6 +38,14 @@ type removalGate interface {
 
 var _ nriAdapter = (*nriplugin.Plugin)(nil)
 
+// pathOf is the path targeting takes while NRI is usable, or not.
+func pathOf(nriUsable bool) string {
+	if nriUsable {
+		return ViaNRI
+	}
+	return ViaUpdate
+}
+
 // pathRecorder is a Metrics that also shows the targeting path.
 type pathRecorder interface {
 	TargetingPath(via string)
@@ -49,10 +57,7 @@ type pathRecorder interface {
 func (s *Server) useNRI(socket string, only bool) {
 	t := s.target
 	path := func(usable bool, why string) {
-		via := ViaUpdate
-		if usable {
-			via = ViaNRI
-		}
+		via := pathOf(usable)
 		if m, ok := s.metrics.(pathRecorder); ok {
 			m.TargetingPath(via)
 		}

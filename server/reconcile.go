@@ -13,6 +13,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/intents"
 )
 
@@ -113,12 +114,29 @@ func (r *reconciler) begin(in intents.Record) (*flight, error) {
 	return &flight{r: r, record: in}, nil
 }
 
-// made adds the backend's container id to the record.
-func (f *flight) made(id string) {
+// unanswered hands the record over when the backend's error (err) is not
+// its own answer: it may have made the container after all, and the
+// reconciler removes whatever it finds under this name and attempt.
+func (f *flight) unanswered(err error) {
+	if !answered(err) {
+		f.handOver()
+	}
+}
+
+// made adds to the record the id of the container the backend's answer
+// (out) names. An answer without one is an error, and the record is handed
+// over: the backend made something, which the reconciler finds by name.
+func (f *flight) made(out []byte) (string, error) {
+	id, err := criwire.ContainerID(out)
+	if err != nil || id == "" {
+		f.handOver()
+		return "", fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", f.record.Name, err)
+	}
 	f.record.Container = id
 	if err := f.r.intents.Put(f.record); err != nil {
 		f.r.log.WithError(err).WithField("container", id).Warn("intent record: the container id could not be added; the reconciler finds it by name")
 	}
+	return id, nil
 }
 
 // handOver leaves the record to the reconciler when the create ends.

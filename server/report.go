@@ -46,13 +46,21 @@ type stopwatch struct {
 	laps  logrus.Fields
 }
 
-func newStopwatch() *stopwatch {
+// stopwatch starts timing a create's steps when the log takes debug lines;
+// otherwise it is nil, and timing costs nothing.
+func (r reporter) stopwatch() *stopwatch {
+	if !r.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		return nil
+	}
 	now := time.Now()
 	return &stopwatch{last: now, start: now, laps: logrus.Fields{}}
 }
 
 // lap ends the step named step (in microseconds, as step_us).
 func (w *stopwatch) lap(step string) {
+	if w == nil {
+		return
+	}
 	now := time.Now()
 	w.laps[step+"_us"] = now.Sub(w.last).Microseconds()
 	w.last = now
@@ -61,7 +69,7 @@ func (w *stopwatch) lap(step string) {
 // steps logs, at debug level, how long each step of container id's create
 // took, the NRI answer's share of the forward among them.
 func (r reporter) steps(id string, o *outcome, w *stopwatch) {
-	if !r.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+	if w == nil {
 		return
 	}
 	w.laps["answer_us"] = o.answerTook.Microseconds()

@@ -120,10 +120,7 @@ func (s *Server) TargetingPath() (string, string) {
 		return ViaUpdate, "the Update path is configured"
 	}
 	usable, why := s.nri.Usable()
-	if usable {
-		return ViaNRI, why
-	}
-	return ViaUpdate, why
+	return pathOf(usable), why
 }
 
 // newServer builds a Server on the given dependencies; grpcOpts come after

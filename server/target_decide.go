@@ -27,10 +27,10 @@ type outcome struct {
 	fails   []failure            // fallbacks, in the order they were decided
 	// sandbox is the target's (and so the new container's) sandbox id, in full.
 	sandbox string
-	// held: the pins are made for container heldFor (by an NRI answer).
+	// pinning is the container pinned in an NRI event, while its create is
+	// in flight; held: its pins are kept (the answer pointed it at them).
+	pinning string
 	held    bool
-	heldFor string
-	pinning string // the container pinned in an NRI event, while its create is in flight
 	// answerTook is how long the NRI answer took (within forward's time)
 	answerTook time.Duration
 }
