@@ -37,7 +37,8 @@ type Config struct {
 	StateDir            string   `toml:"state_dir" comment:"state directory; namespace pins live in <state_dir>/pins; keep it on tmpfs"`
 	StrictTargeting     bool     `toml:"strict_targeting" comment:"fail CreateContainer/StartContainer instead of falling back to the pod's namespaces"`
 	LogLevel            string   `toml:"log_level" comment:"log level: trace, debug, info, warn, error"`
-	LogFormat           string   `toml:"log_format" comment:"log format: text or json"`
+	LogFormat           string   `toml:"log_format" comment:"log format on stderr: text or json"`
+	LogJournal          string   `toml:"log_journal" comment:"auto: when stderr is journald's stream (under systemd), send log entries to the journal with their priority and fields (an entry it refuses goes to stderr); off: always stderr"`
 	ShutdownTimeout     Duration `toml:"shutdown_timeout" comment:"how long in-flight calls may run after SIGTERM (a duration such as \"10s\")"`
 	MetricsAddress      string   `toml:"metrics_address" comment:"host:port serving Prometheus /metrics and /healthz, e.g. \"127.0.0.1:9795\"; empty: off"`
 	SocketGroup         string   `toml:"socket_group" comment:"group (name or gid) given the CRI socket, so its members can use crictl; the socket must then be outside state_dir (mode 0700); empty: root only"`
@@ -55,6 +56,7 @@ func Default() Config {
 		StateDir:            "/run/cri-nstarget",
 		LogLevel:            "info",
 		LogFormat:           "text",
+		LogJournal:          "auto",
 		ShutdownTimeout:     Duration(10 * time.Second),
 		TargetingVia:        "auto",
 		NRISocket:           "/var/run/nri/nri.sock",
@@ -263,6 +265,9 @@ func (c Config) problems() []problem {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		add("log_format", fmt.Errorf("%q is not a log format (want text or json)", c.LogFormat))
+	}
+	if c.LogJournal != "auto" && c.LogJournal != "off" {
+		add("log_journal", fmt.Errorf("%q is not a log_journal setting (want auto or off)", c.LogJournal))
 	}
 	if c.ShutdownTimeout < 0 {
 		add("shutdown_timeout", fmt.Errorf("%s is negative (want a duration of 0s or more)", c.ShutdownTimeout))

@@ -31,6 +31,7 @@ state_dir = "/run/x"
 strict_targeting = true
 log_level = "debug"
 log_format = "json"
+log_journal = "off"
 shutdown_timeout = "1m30s"
 metrics_address = "127.0.0.1:9795"
 `,
@@ -40,7 +41,7 @@ metrics_address = "127.0.0.1:9795"
 				c.ContainerdAddress = "unix:///run/k3s/containerd/containerd.sock"
 				c.StateDir = "/run/x"
 				c.StrictTargeting = true
-				c.LogLevel, c.LogFormat = "debug", "json"
+				c.LogLevel, c.LogFormat, c.LogJournal = "debug", "json", "off"
 				c.ShutdownTimeout = Duration(90 * time.Second)
 				c.MetricsAddress = "127.0.0.1:9795"
 			},
@@ -91,6 +92,11 @@ metrics_address = "127.0.0.1:9795"
 				`cfg.toml:4: state_dir: "run" is not an absolute path`,
 				`cfg.toml:5: metrics_address: "9795": want host:port`,
 			},
+		},
+		{
+			desc: "log_journal is auto or off",
+			toml: "log_journal = \"on\"\n",
+			errs: []string{`cfg.toml:1: log_journal: "on" is not a log_journal setting (want auto or off)`},
 		},
 		{
 			desc: "unknown key and bad values together, in line order",
@@ -246,6 +252,8 @@ func TestParse(t *testing.T) {
 		{desc: "missing explicit file", args: []string{"--config", filepath.Join(dir, "absent.toml")}, err: "absent.toml: no such file"},
 		{desc: "bad file is an error even if a flag would fix it", args: []string{"--config", bad, "--log-format", "json"}, err: bad + `:2: log_format: "xml" is not a log format`},
 		{desc: "bad flag value", args: []string{"--config=", "--log-format", "xml"}, err: `command line: --log-format: "xml" is not a log format`},
+		{desc: "--log-journal off", args: []string{"--config=", "--log-journal", "off"}, want: func(c *Config) { c.LogJournal = "off" }},
+		{desc: "bad --log-journal", args: []string{"--config=", "--log-journal", "yes"}, err: `command line: --log-journal: "yes" is not a log_journal setting`},
 		{desc: "negative flag timeout", args: []string{"--config=", "--shutdown-timeout", "-1s"}, err: "--shutdown-timeout: -1s is negative"},
 		{desc: "unparsable flag timeout", args: []string{"--config=", "--shutdown-timeout", "soon"}, err: `invalid value "soon" for flag -shutdown-timeout`},
 		{desc: "unknown flag", args: []string{"--listen-address", "x"}, err: "flag provided but not defined"},
