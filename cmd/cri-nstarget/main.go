@@ -37,7 +37,7 @@ func main() {
 		fmt.Println(currentBuild())
 		return
 	}
-	log, err := newLogger(cfg.LogLevel, cfg.LogFormat)
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, cfg.LogJournal)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cri-nstarget:", err)
 		os.Exit(2)
@@ -67,24 +67,6 @@ func parseFlags(args []string, out io.Writer) (conf.Config, bool, error) {
 		return conf.Config{}, false, err
 	}
 	return c, showVersion, nil
-}
-
-func newLogger(level, format string) (*logrus.Entry, error) {
-	l := logrus.New()
-	lvl, err := logrus.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	l.SetLevel(lvl)
-	switch format {
-	case "text":
-		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	case "json":
-		l.SetFormatter(&logrus.JSONFormatter{})
-	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", format)
-	}
-	return logrus.NewEntry(l), nil
 }
 
 // reconcileTimeout bounds the start-up reconciliation that serving waits
