@@ -54,6 +54,12 @@ type Options struct {
 	RuntimeEndpoint string
 	// StartTimeout bounds each component's wait to be ready; default 90s.
 	StartTimeout time.Duration
+	// RemoteNode: no kubelet runs here (nor a cgroup root for one); a
+	// kubelet elsewhere joins with NodeKubeconfig. ServerIPs are the
+	// addresses it reaches the apiserver at (e.g. qemu's 10.0.2.2 for the
+	// host's 127.0.0.1), added to the serving certificate.
+	RemoteNode bool
+	ServerIPs  []net.IP
 }
 
 // Cluster is etcd, kube-apiserver and a kubelet on 127.0.0.1; see Start.
@@ -62,6 +68,7 @@ type Cluster struct {
 	pki        *pki
 	cgroup     *cgroupRoot
 	kubeconfig string // cluster-admin's, for kubectl
+	server     string // the apiserver's URL on 127.0.0.1
 	// created are the first missing directories of hostPaths at Start:
 	// what the run will have made, removed by Close.
 	created []string
@@ -106,10 +113,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if c.pki, err = newPKI(filepath.Join(opts.Dir, "pki")); err != nil {
 		return nil, err
 	}
-	suffix := make([]byte, 3)
-	_, _ = rand.Read(suffix)
-	if c.cgroup, err = makeCgroupRoot("/nstarget-e2e-" + hex.EncodeToString(suffix)); err != nil {
-		return nil, err
+	if !opts.RemoteNode {
+		suffix := make([]byte, 3)
+		_, _ = rand.Read(suffix)
+		if c.cgroup, err = makeCgroupRoot("/nstarget-e2e-" + hex.EncodeToString(suffix)); err != nil {
+			return nil, err
+		}
 	}
 	etcdURL, err := c.startEtcd(ctx)
 	if err != nil {
@@ -118,6 +127,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	server, err := c.startAPIServer(ctx, etcdURL)
 	if err != nil {
 		return nil, err
+	}
+	c.server = server
+	if opts.RemoteNode {
+		return c, nil
 	}
 	if err := c.startKubelet(ctx, server); err != nil {
 		return nil, err
@@ -189,9 +202,9 @@ func (c *Cluster) startEtcd(ctx context.Context) (string, error) {
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, error) {
-	loopback := []net.IP{net.IPv4(127, 0, 0, 1)}
+	ips := append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)}, c.opts.ServerIPs...)
 	srvCert, srvKey, err := c.pki.issue(certSpec{name: "apiserver", cn: "kube-apiserver", usage: x509ServerAuth,
-		dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, ips: append(loopback, net.IPv4(10, 96, 0, 1))})
+		dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}, ips: ips})
 	if err != nil {
 		return "", err
 	}
@@ -368,6 +381,26 @@ func (c *Cluster) NodeReady(ctx context.Context) (bool, error) {
 	}
 	return false, nil
 }
+
+// NodeKubeconfig returns a kubeconfig for a kubelet elsewhere (see
+// Options.RemoteNode) that registers as node: its client certificate (as
+// system:node:<node>) and the CA are in the file, so it can be copied to
+// that machine as it is; server is the apiserver's URL as that machine
+// reaches it (the port is the one on 127.0.0.1, see Server).
+func (c *Cluster) NodeKubeconfig(node, server string) ([]byte, error) {
+	cert, key, err := c.pki.issue(certSpec{name: "node-" + node, cn: "system:node:" + node, orgs: []string{"system:nodes"}, usage: x509ClientAuth})
+	if err != nil {
+		return nil, err
+	}
+	return kubeconfigData(server, c.pki.CAFile(), cert, key)
+}
+
+// CAFile is the cluster's CA certificate (it signs every certificate of
+// the run, the kubelet's clients' included).
+func (c *Cluster) CAFile() string { return c.pki.CAFile() }
+
+// Server is the apiserver's URL on 127.0.0.1.
+func (c *Cluster) Server() string { return c.server }
 
 // Stop deletes every pod (through the kubelet, so that it stops their
 // containers), then stops the kubelet, kube-apiserver and etcd by PID.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"sort"
@@ -34,6 +35,38 @@ contexts:
     user: e2e
 current-context: e2e
 `, server, ca, cert, key)), 0o600)
+}
+
+// kubeconfigData is a kubeconfig for server with the CA and the client
+// certificate and key in it, for a machine that has not these files.
+func kubeconfigData(server, ca, cert, key string) ([]byte, error) {
+	var data [3]string
+	for i, f := range []string{ca, cert, key} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		data[i] = base64.StdEncoding.EncodeToString(b)
+	}
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: node
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: node
+  context:
+    cluster: e2e
+    user: node
+current-context: node
+`, server, data[0], data[1], data[2])), nil
 }
 
 // kubeletSettings are the per-run values of the kubelet's configuration.
