@@ -5,7 +5,8 @@
 #               (packages built twice, installed and purged in an overlay), integration and conformance
 #               (suite + critest parity) on containerd 1.6 (Debian's) and 2.4 (with runc 1.5.2; NRI, and
 #               the targeting tests again on the Update path), and end to end with a real kubelet
-#               (make e2e); CONTAINERD2=0 leaves out 2.4
+#               (make e2e), and a systemd node on cgroup v2 under qemu with the .deb installed (make
+#               node-e2e); CONTAINERD2=0 leaves out 2.4 (and the node)
 #   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/
 #   make matrix the integration and conformance legs on containerd 2.1 as well (outside CI)
 #   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
@@ -45,6 +46,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	$(GO) vet -tags e2e ./e2e/
+	$(GO) vet -tags node ./e2e/node/
 
 # Static checks: gofmt leaves nothing to change, go vet (above), and
 # staticcheck at a pinned version (run from the module proxy, never in go.mod).
@@ -55,6 +57,7 @@ lint: vet
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags integration ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
+	$(GO) run $(STATICCHECK) -tags node ./e2e/node/
 	$(GO) run $(STATICCHECK) -tags failpoints ./server/ ./cmd/...
 
 unit:
@@ -156,7 +159,7 @@ e2e-containerd2: e2e-tools
 LEG = ./hack/leg.sh $@
 CONTAINERD2 ?= 1
 test: deps lint unit race fuzz install-check release-check integration conformance-ci e2e-containerd16 \
-	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2 e2e-containerd2)
+	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2 e2e-containerd2 node-e2e)
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)
@@ -322,19 +325,31 @@ release:
 release-check: deps
 	GO="$(GO)" MAKE="$(MAKE)" $(LEG) ./hack/release-check.sh
 
-# A node under qemu (issue 25), outside `make test` and .ci/run for now:
-# hack/node/image.sh builds and caches a Debian 12 node image (systemd as
-# PID 1, cgroup v2) from Debian's packages only; internal/node boots it under
-# qemu, TCG (NODE_ACCEL=kvm only where /dev/kvm works for real), and runs
-# commands in it through its agent (internal/nodeagent, over virtio-serial).
-#   make node-image        build the image once into /var/cache/cri-nstarget (about 2 min)
-#   make node-boot-check   boot it, check from inside: systemd running as PID 1, cgroup v2
-#                          alone, the 9p share, the host's 127.0.0.1 at 10.0.2.2; power off (about 45 s)
-# Each step prints its time; the guest's console goes to bin/node/console.log.
+# A real node under qemu (issue 25; e2e/node, internal/node): Debian 12 with
+# systemd as PID 1 on cgroup v2, built from Debian's packages only and cached
+# (hack/node/image.sh, about 3 min once), booted under TCG (NODE_ACCEL=kvm
+# only where /dev/kvm works for real). Inside it, as a baker would: the .deb
+# of this tree installed with dpkg, containerd with the systemd cgroup
+# driver, kubelet $(KUBERNETES_NEWEST) with cgroupDriver systemd and the default
+# failCgroupV1 (so it proves cgroup v2), started by their units; the control
+# plane (etcd, kube-apiserver) runs on the host, at 10.0.2.2 for the guest.
+#   make node-e2e        (part of make test) containerd $(CONTAINERD2_VERSION) with runc 1.5.2: install,
+#                        Ready through the shim, kubectl debug --target, the journal's fields and
+#                        priorities, restarts of the shim (systemctl, kill -9) and of containerd
+#   make node-e2e-full   every scenario on containerd $(CONTAINERD2_VERSION) and on Debian's 1.6.20: the
+#                        above, then package life (upgrade while running, remove, purge, reinstall)
+#                        and a reboot on the same disk
+#   make node-boot-check boot the image and check systemd, cgroup v2, the share, 10.0.2.2
+# Each step prints its time; consoles and journals go to bin/node/.
 NODE_ACCEL ?= tcg
 NODE_AGENT := bin/node/nstarget-node-agent
-NODE_LEG    = LEG_LOG=bin/node/legs.txt ./hack/leg.sh
-.PHONY: node-image node-boot-check
+NODE_LEG    = ./hack/leg.sh
+# The two packages the node installs, built from this tree (ALLOW_DIRTY: a
+# test build; its stamp says -dirty when the tree is): the first, then the
+# upgrade.
+NODE_DEB_VERSIONS := v0.0.0-node.1 v0.0.0-node.2
+NODE_E2E_SHORT    := TestNode/containerd-2.4.2/^(install|debug|logs|restarts)$$
+.PHONY: node-image node-boot-check node-tools node-e2e node-e2e-full
 node-image:
 	$(NODE_LEG) $@ ./hack/node/image.sh
 node-boot-check: node-image
@@ -342,3 +357,23 @@ node-boot-check: node-image
 	NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 		NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
 		$(NODE_LEG) $@ $(GO) test -count=1 -v -run '^TestBoot$$' ./internal/node/
+node-tools: deps node-image
+	$(NODE_LEG) node-agent env CGO_ENABLED=0 $(GO) build -trimpath -o $(NODE_AGENT) ./internal/nodeagent
+	cd hack/critest && CGO_ENABLED=0 $(GO) build -trimpath -o ../../bin/node/crictl sigs.k8s.io/cri-tools/cmd/crictl
+	for v in $(NODE_DEB_VERSIONS); do \
+		$(MAKE) --no-print-directory release VERSION=$$v RELEASE_ARCHES=amd64 DIST=bin/node/dist-$$v ALLOW_DIRTY=1 >/dev/null || exit 1; \
+	done
+node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
+	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
+	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/*_amd64.deb)" \
+	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*_amd64.deb)" \
+	NSTARGET_NODE_CRICTL=$(CURDIR)/bin/node/crictl \
+	NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
+	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd2.sh)" NSTARGET_RUNC2="$(RUNC2_BIN)"
+NODE_TEST = $(GO) test -tags node -count=1 -v -timeout 40m ./e2e/node/
+node-e2e: node-tools
+	$(node_env) $(NODE_LEG) $@ $(NODE_TEST) -run '$(NODE_E2E_SHORT)'
+# NODE_RUN: go test's -run for node-e2e-full (e.g. TestNode/containerd-1.6.20).
+NODE_RUN ?= ^TestNode$$
+node-e2e-full: node-tools
+	$(node_env) $(NODE_LEG) $@ $(NODE_TEST) -run '$(NODE_RUN)'

@@ -21,11 +21,21 @@
 # host's apt uses (read from its sources at run time; NODE_MIRROR overrides,
 # and the mirror is written nowhere but into the image), with systemd as
 # init, udev, dbus, the kernel (linux-image-amd64), and what a node needs:
-# iptables, iproute2, kmod, procps, util-linux, ca-certificates.
+# iptables, iproute2, kmod, procps, util-linux, ca-certificates; and what a
+# baker installs from Debian for a container node: containerd (1.6.20, enabled
+# by its package with its default config), runc and containernetworking-plugins
+# (/usr/lib/cni). The test writes containerd's configuration (the systemd
+# cgroup driver) as a baker would; cri-nstarget, kubelet and containerd 2.4
+# come from the host through the share, never baked in.
 #   - Boot time under TCG: the initrd holds only virtio_pci, virtio_blk and
 #     ext4 (MODULES=list, about 4.5 s less), e2scrub_reap is masked (4 to 9 s).
 #   - Nothing waits on a console: systemd-firstboot and the apt timers are
 #     masked.
+#   - Shutdown: DefaultTimeoutStopSec=10s. A container whose PID 1 ignores
+#     SIGTERM (sleep does, as a namespace's init) outlives containerd's
+#     stop (KillMode=process keeps the shims), and systemd-shutdown's last
+#     SIGTERM round would wait the default 90 s for it at every poweroff and
+#     reboot.
 #   - Network: systemd-networkd takes DHCP on qemu's user network; the
 #     nameserver is qemu's (10.0.2.3); the host's 127.0.0.1 is 10.0.2.2.
 #   - internal/node's command channel: qemu shares a host directory over 9p
@@ -119,6 +129,7 @@ url=${NODE_MIRROR:-$(mirror)}
 # Stage one downloads and unpacks; the initrd's configuration goes in before
 # stage two installs the kernel, so its first initrd is already the small one.
 include=systemd,systemd-sysv,udev,dbus,linux-image-amd64,initramfs-tools,kmod,iptables,iproute2,procps,util-linux,ca-certificates
+include+=,containerd,runc,containernetworking-plugins
 mkdir -p "$root"
 log="$tmp/debootstrap.log"
 stage() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; echo "node-image: $* failed" >&2; return 1; }; }
@@ -180,6 +191,8 @@ EOF
 cat >"$root/etc/udev/rules.d/90-nstarget-node-agent.rules" <<'EOF'
 SUBSYSTEM=="virtio-ports", ATTR{name}=="nst.agent", TAG+="systemd", ENV{SYSTEMD_WANTS}+="nstarget-node-agent.service"
 EOF
+mkdir -p "$root/etc/systemd/system.conf.d"
+printf '[Manager]\nDefaultTimeoutStopSec=10s\n' >"$root/etc/systemd/system.conf.d/50-nstarget-node.conf"
 systemctl --root="$root" enable --quiet systemd-networkd.service
 systemctl --root="$root" mask --quiet e2scrub_reap.service systemd-firstboot.service \
   apt-daily.timer apt-daily-upgrade.timer
