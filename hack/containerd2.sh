@@ -20,7 +20,7 @@ out="$cache/containerd-$version/bin"
 mod=github.com/containerd/containerd/v2
 
 if [ -x "$out/containerd" ] && [ -x "$out/containerd-shim-runc-v2" ] &&
-  "$out/containerd" --version 2>/dev/null | grep -q " $version "; then
+  have=$("$out/containerd" --version 2>/dev/null) && grep -q " $version " <<<"$have"; then
   echo "$out"
   exit 0
 fi

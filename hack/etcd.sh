@@ -22,7 +22,10 @@ fi
 [ -n "$version" ] && [ "$version" != "(none)" ] || { echo "etcd: no etcd-server package in apt's sources" >&2; exit 1; }
 out="$cache/etcd-$version/usr/bin"
 upstream=${version%%-*}
-if [ -x "$out/etcd" ] && "$out/etcd" --version 2>/dev/null | grep -q "^etcd Version: $upstream$"; then
+# The output is read whole before grep sees it: piped into `grep -q` under
+# pipefail, a program that writes after grep's match dies of SIGPIPE and the
+# check fails at random (hack/kubernetes.sh says more).
+if [ -x "$out/etcd" ] && have=$("$out/etcd" --version 2>/dev/null) && grep -q "^etcd Version: $upstream$" <<<"$have"; then
   echo "$out"
   exit 0
 fi

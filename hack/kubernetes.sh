@@ -27,13 +27,30 @@ staging="v0.${version#v1.}"
 upstream_e2e=false
 [ "${1:-}" = --upstream-e2e ] && upstream_e2e=true
 
-built() {
-  [ -x "$out/kubectl" ] && [ -x "$out/kubelet" ] && [ -x "$out/kube-apiserver" ] &&
-    "$out/kubectl" version --client 2>/dev/null | grep -q "Client Version: $version$" || return 1
-  if $upstream_e2e; then
-    [ -x "$out/e2e.test" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/agnhost" ] || return 1
-  fi
+# The version check reads kubectl's whole output before grep sees it: piped
+# into `grep -q` under pipefail, kubectl (two writes) dies of SIGPIPE when grep
+# exits after the first line, the check fails about one time in five, and the
+# rebuild that follows used to replace the directory (issue 26).
+base_built() {
+  [ -x "$out/kubectl" ] && [ -x "$out/kubelet" ] && [ -x "$out/kube-apiserver" ] || return 1
+  local v
+  v=$("$out/kubectl" version --client 2>/dev/null) && grep -q "^Client Version: $version$" <<<"$v"
 }
+extras_built() {
+  [ -x "$out/e2e.test" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/agnhost" ]
+}
+built() {
+  base_built || return 1
+  if $upstream_e2e; then extras_built || return 1; fi
+}
+if built; then
+  echo "$out"
+  exit 0
+fi
+# One build per release at a time: a second call waits, then finds it built.
+mkdir -p "$cache"
+exec 9>"$cache/kubernetes-$version.lock"
+flock 9
 if built; then
   echo "$out"
   exit 0
@@ -52,24 +69,30 @@ go mod edit -require "k8s.io/kubernetes@$version"
 for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9.-]*\) => ./staging/.*|\1|p' "$gomod"); do
   go mod edit -replace "$m=$m@$staging"
 done
-echo "kubernetes: building kube-apiserver, kubelet, kubectl $version into $out (a few minutes the first time)" >&2
 ldflags="-s -w"
 for v in gitVersion="$version" gitMajor=1 gitMinor="$(echo "${version#v1.}" | cut -d. -f1)" gitTreeState=clean; do
   for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
     ldflags="$ldflags -X $pkg.$v"
   done
 done
+# Only what is missing is built, into $out.tmp, then moved into $out file by
+# file: a plain call never removes what --upstream-e2e built, nor the reverse.
 rm -rf "$out.tmp"
-mkdir -p "$out.tmp"
-go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
-if $upstream_e2e; then
+mkdir -p "$out.tmp" "$out"
+if ! base_built; then
+  echo "kubernetes: building kube-apiserver, kubelet, kubectl $version into $out (a few minutes the first time)" >&2
+  go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
+fi
+if $upstream_e2e && ! extras_built; then
   echo "kubernetes: building e2e.test, kube-controller-manager, kube-scheduler, agnhost $version" >&2
   go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/test/images/agnhost
   go test -c -trimpath -ldflags "$ldflags" -o "$out.tmp/e2e.test" k8s.io/kubernetes/test/e2e
 fi
-rm -rf "$out"
-mv "$out.tmp" "$out"
+for f in "$out.tmp"/*; do
+  mv -f "$f" "$out/"
+done
+rmdir "$out.tmp"
 "$out/kubectl" version --client >&2
 echo "$out"
