@@ -95,7 +95,7 @@ func startImageRegistry(extra map[string]*Image, files []File) (*Registry, error
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", BusyboxName, err)
 	}
-	pause, err := BuildBusybox([]string{"sleep", "2147483647"})
+	pause, err := BuildPause()
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", PauseName, err)
 	}
@@ -104,6 +104,13 @@ func startImageRegistry(extra map[string]*Image, files []File) (*Registry, error
 		images[k] = img
 	}
 	return StartRegistry(images)
+}
+
+// BuildPause builds the sandbox image the Env serves as PauseName (busybox
+// running "sleep 2147483647"). Builds are reproducible: an image built with
+// it is the sandbox image, whatever name it is served under.
+func BuildPause() (*Image, error) {
+	return BuildBusybox([]string{"sleep", "2147483647"})
 }
 
 // Close stops containerd (see Containerd.Stop) and the registry.

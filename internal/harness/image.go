@@ -55,8 +55,10 @@ func BuildBusybox(cmd []string) (*Image, error) {
 type ImageOptions struct {
 	// Busybox is the static busybox binary; default BusyboxPath.
 	Busybox string
-	// Cmd is the image's default command.
-	Cmd []string
+	// Entrypoint and Cmd are the image's entrypoint (none by default) and
+	// default command (its arguments when there is an entrypoint).
+	Entrypoint []string
+	Cmd        []string
 	// User is the image config's User ("1002", "www-data:1004"); default root.
 	User string
 	// Files are added to the layer after the defaults, replacing a default
@@ -93,7 +95,7 @@ func BuildImage(o ImageOptions) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compress busybox layer: %w", err)
 	}
-	return assembleImage(layer, digest.FromBytes(tarball), ocispec.ImageConfig{Env: []string{"PATH=/bin"}, Cmd: o.Cmd, User: o.User})
+	return assembleImage(layer, digest.FromBytes(tarball), ocispec.ImageConfig{Env: []string{"PATH=/bin"}, Entrypoint: o.Entrypoint, Cmd: o.Cmd, User: o.User})
 }
 
 // busyboxApplets lists the applet names of the busybox at path.

@@ -17,8 +17,9 @@ func TestBuildImageOptions(t *testing.T) {
 		t.Skipf("skipping: no static busybox at %s: %v", BusyboxPath, err)
 	}
 	img, err := BuildImage(ImageOptions{
-		Cmd:  []string{"/usr/sbin/x"},
-		User: "www-data:1004",
+		Entrypoint: []string{"/usr/sbin/x"},
+		Cmd:        []string{"pause"},
+		User:       "www-data:1004",
 		Files: []File{
 			{Name: "etc/passwd", Mode: 0o644, Data: []byte("www-data:x:33:33::/:/bin/false\n")},
 			{Name: "usr/sbin/x", Mode: 0o4755, Data: []byte("x")},
@@ -31,7 +32,8 @@ func TestBuildImageOptions(t *testing.T) {
 	if err := json.Unmarshal(img.Config, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Config.User != "www-data:1004" || len(cfg.Config.Cmd) != 1 || cfg.Config.Cmd[0] != "/usr/sbin/x" {
+	if cfg.Config.User != "www-data:1004" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/usr/sbin/x" ||
+		len(cfg.Config.Cmd) != 1 || cfg.Config.Cmd[0] != "pause" {
 		t.Errorf("image config = %+v", cfg.Config)
 	}
 	var layer []byte
