@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,13 @@ type Options struct {
 	// host's 127.0.0.1), added to the serving certificate.
 	RemoteNode bool
 	ServerIPs  []net.IP
+	// Controllers starts kube-controller-manager (service accounts and
+	// their tokens' root CA, namespace deletion, garbage collection) and
+	// kube-scheduler from Bin as well, and turns the ServiceAccount
+	// admission plugin back on: what Kubernetes' own e2e specs expect of a
+	// cluster (e2e/upstream). Without it no controller runs, pods name the
+	// node and mount no service-account token.
+	Controllers bool
 }
 
 // Cluster is etcd, kube-apiserver and a kubelet on 127.0.0.1; see Start.
@@ -69,11 +77,13 @@ type Cluster struct {
 	cgroup     *cgroupRoot
 	kubeconfig string // cluster-admin's, for kubectl
 	server     string // the apiserver's URL on 127.0.0.1
+	saKey      string // the service-account signing key, for the controller manager
 	// created are the first missing directories of hostPaths at Start:
 	// what the run will have made, removed by Close.
 	created []string
 
-	// etcd, apiserver and kubelet, in start order; Stop stops them in reverse.
+	// etcd, apiserver, the controllers (Options.Controllers) and kubelet,
+	// in start order; Stop stops them in reverse.
 	procs []*proc
 
 	// The kubelet's configuration and arguments as startKubelet made them;
@@ -90,9 +100,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
-	for _, b := range []string{opts.Etcd, filepath.Join(opts.Bin, "kube-apiserver"), filepath.Join(opts.Bin, "kubelet"), filepath.Join(opts.Bin, "kubectl")} {
+	binaries := []string{opts.Etcd, filepath.Join(opts.Bin, "kube-apiserver"), filepath.Join(opts.Bin, "kubelet"), filepath.Join(opts.Bin, "kubectl")}
+	if opts.Controllers {
+		binaries = append(binaries, filepath.Join(opts.Bin, "kube-controller-manager"), filepath.Join(opts.Bin, "kube-scheduler"))
+	}
+	for _, b := range binaries {
 		if _, err := exec.LookPath(b); err != nil {
-			return nil, fmt.Errorf("cluster: %w (hack/kubernetes.sh, hack/etcd.sh)", err)
+			return nil, fmt.Errorf("cluster: %w (hack/kubernetes.sh, --upstream-e2e for the controllers; hack/etcd.sh)", err)
 		}
 	}
 	c := &Cluster{opts: opts}
@@ -129,6 +143,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		return nil, err
 	}
 	c.server = server
+	if opts.Controllers {
+		if err := c.startControllers(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if opts.RemoteNode {
 		return c, nil
 	}
@@ -220,6 +239,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, e
 	if err != nil {
 		return "", err
 	}
+	c.saKey = saKey
 	port := freePort()
 	server := "https://127.0.0.1:" + port
 	c.kubeconfig = filepath.Join(c.opts.Dir, "admin.kubeconfig")
@@ -239,9 +259,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, e
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
 		"--service-cluster-ip-range", "10.96.0.0/24",
 		"--authorization-mode", "AlwaysAllow",
-		// No controller manager runs, so nothing makes the service
-		// accounts this admission plugin would require.
-		"--disable-admission-plugins", "ServiceAccount",
+		admissionFlag(c.opts.Controllers),
 		"--allow-privileged",
 		"--profiling=false",
 		"--cert-dir", filepath.Join(c.opts.Dir, "apiserver-certs"),
@@ -256,6 +274,93 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, e
 		}
 		return err
 	})
+}
+
+// admissionFlag keeps the ServiceAccount admission plugin off unless the
+// controller manager runs: without it nothing makes the service accounts
+// the plugin requires of every pod.
+func admissionFlag(controllers bool) string {
+	if controllers {
+		return "--enable-admission-plugins=ServiceAccount"
+	}
+	return "--disable-admission-plugins=ServiceAccount"
+}
+
+// startControllers starts kube-controller-manager, with the apiserver's
+// service-account key (it signs the tokens of the service accounts it
+// makes) and the CA it publishes in every namespace (kube-root-ca.crt, which
+// the pods' token volumes mount), then kube-scheduler; each with a
+// kubeconfig of its own. They are ready when the default namespace has its
+// service account and the scheduler's healthz answers ok.
+func (c *Cluster) startControllers(ctx context.Context) error {
+	kcm, err := c.componentKubeconfig("kube-controller-manager", "system:kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	p, err := c.start("kube-controller-manager", filepath.Join(c.opts.Bin, "kube-controller-manager"),
+		controllerManagerArgs(kcm, c.saKey, c.pki.CAFile(), filepath.Join(c.opts.Dir, "volume-plugins"), freePort())...)
+	if err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, p, "the default service account", func(ctx context.Context) error {
+		_, err := c.Kubectl(ctx, "get", "serviceaccount", "default", "--namespace", "default", "-o", "name")
+		return err
+	}); err != nil {
+		return err
+	}
+	sched, err := c.componentKubeconfig("kube-scheduler", "system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	port := freePort()
+	p, err = c.start("kube-scheduler", filepath.Join(c.opts.Bin, "kube-scheduler"), schedulerArgs(sched, port)...)
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, p, "kube-scheduler to be healthy", func(ctx context.Context) error {
+		return httpOK(ctx, "https://127.0.0.1:"+port+"/healthz")
+	})
+}
+
+// componentKubeconfig issues a client certificate for user and writes
+// Dir/name.kubeconfig with it.
+func (c *Cluster) componentKubeconfig(name, user string) (string, error) {
+	cert, key, err := c.pki.issue(certSpec{name: name + "-client", cn: user, usage: x509ClientAuth})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.opts.Dir, name+".kubeconfig")
+	return path, writeKubeconfig(path, c.server, c.pki.CAFile(), cert, key)
+}
+
+// controllerManagerArgs: every default controller, on 127.0.0.1, without
+// leader election; no node CIDRs, no cloud; its flex-volume directory is the
+// kubelet's (by default it makes /usr/libexec/kubernetes).
+func controllerManagerArgs(kubeconfig, saKey, ca, volumePlugins, port string) []string {
+	return []string{
+		"--kubeconfig", kubeconfig,
+		"--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
+		"--service-account-private-key-file", saKey,
+		"--root-ca-file", ca,
+		"--use-service-account-credentials=false",
+		"--leader-elect=false",
+		"--bind-address", "127.0.0.1", "--secure-port", port,
+		"--allocate-node-cidrs=false",
+		"--flex-volume-plugin-dir", volumePlugins,
+		"--profiling=false",
+	}
+}
+
+// schedulerArgs: on 127.0.0.1, without leader election; /healthz needs no
+// credentials (the default --authorization-always-allow-paths).
+func schedulerArgs(kubeconfig, port string) []string {
+	return []string{
+		"--kubeconfig", kubeconfig,
+		"--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
+		"--leader-elect=false",
+		"--bind-address", "127.0.0.1", "--secure-port", port,
+		"--profiling=false",
+	}
 }
 
 func (c *Cluster) startKubelet(ctx context.Context, server string) error {
@@ -342,13 +447,15 @@ func (c *Cluster) runKubelet(ctx context.Context) error {
 	})
 }
 
-// httpOK gets url and wants 200 "ok".
+// httpOK gets url and wants 200 "ok". An https url is a component's
+// self-signed serving certificate on 127.0.0.1 (kube-scheduler's): not
+// verified.
 func httpOK(ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := loopbackClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -520,6 +627,8 @@ func (c *Cluster) waitFor(ctx context.Context, p *proc, what string, ready func(
 		}
 	}
 }
+
+var loopbackClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 
 func freePort() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

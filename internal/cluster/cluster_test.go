@@ -161,3 +161,33 @@ func TestCgroupMounts(t *testing.T) {
 		})
 	}
 }
+
+// Without the controllers the ServiceAccount admission plugin stays off
+// (nothing would make the service accounts it requires); with them it is on,
+// and the controller manager signs tokens with the apiserver's key and
+// publishes the run's CA.
+func TestControllerFlags(t *testing.T) {
+	if got := admissionFlag(false); got != "--disable-admission-plugins=ServiceAccount" {
+		t.Errorf("admissionFlag(false) = %q", got)
+	}
+	if got := admissionFlag(true); got != "--enable-admission-plugins=ServiceAccount" {
+		t.Errorf("admissionFlag(true) = %q", got)
+	}
+	kcm := strings.Join(controllerManagerArgs("/r/kcm.kubeconfig", "/r/sa.key", "/r/ca.crt", "/r/vp", "1"), " ")
+	sched := strings.Join(schedulerArgs("/r/sched.kubeconfig", "2"), " ")
+	for _, tc := range []struct{ args, want string }{
+		{kcm, "--kubeconfig /r/kcm.kubeconfig"},
+		{kcm, "--service-account-private-key-file /r/sa.key"},
+		{kcm, "--root-ca-file /r/ca.crt"},
+		{kcm, "--flex-volume-plugin-dir /r/vp"},
+		{kcm, "--bind-address 127.0.0.1 --secure-port 1"},
+		{kcm, "--leader-elect=false"},
+		{sched, "--kubeconfig /r/sched.kubeconfig"},
+		{sched, "--bind-address 127.0.0.1 --secure-port 2"},
+		{sched, "--leader-elect=false"},
+	} {
+		if !strings.Contains(tc.args, tc.want) {
+			t.Errorf("%q lacks %q", tc.args, tc.want)
+		}
+	}
+}

@@ -6,9 +6,11 @@
 // Each run makes its own CA and certificates (apiserver serving, cluster
 // admin, the apiserver's kubelet client, the kubelet's serving and client
 // certificates) and its own cgroup root, so that everything the kubelet and
-// the runtime create for pods sits below one cgroup per hierarchy. No
-// scheduler or controller manager runs: pods name the node, and mount no
-// service-account token.
+// the runtime create for pods sits below one cgroup per hierarchy. By
+// default no scheduler or controller manager runs: pods name the node, and
+// mount no service-account token. With Options.Controllers both run (from
+// the same Bin, for Kubernetes' own e2e specs: e2e/upstream), and the
+// ServiceAccount admission plugin is on.
 //
 // Stop deletes the pods through the kubelet and stops the components by
 // PID; Close (after the runtime has stopped) unmounts what the kubelet
