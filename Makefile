@@ -155,6 +155,35 @@ e2e-containerd2: e2e-tools
 	$(call kube_env,$(KUBERNETES_NEWEST)) NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_REQUIRE_USERNS=1 \
 		NSTARGET_E2E_LOGS=$(CURDIR)/bin/e2e/containerd2 $(LEG) $(E2E_TEST)
 
+# Kubernetes' own e2e specs through the shim (issue 26; e2e/upstream,
+# internal/upstream), outside `make test` for now: e2e.test $(KUBERNETES_NEWEST)
+# (hack/kubernetes.sh --upstream-e2e, ~11 min once) against the e2e cluster
+# with its kube-controller-manager and kube-scheduler (kubelet $(KUBERNETES_NEWEST)
+# on both backends), the specs' images (busybox, nginx, agnhost, pause) built
+# here and served under their registry.k8s.io names. On containerd
+# $(CONTAINERD2_VERSION) (runc 1.5.2, NRI) and Debian's 1.6.20, each run directly and
+# through the shim; the parity table (spec, direct, shim, time) of each
+# backend ends the output. Every spec that passes directly must pass through
+# the shim. Reports, tables and logs: bin/e2e-upstream/BACKEND/.
+#   make e2e-upstream                  the two Ephemeral Containers [Conformance] specs
+#                                      and the kubectl debug ones (CONTAINERD2=0: 1.6 only)
+#   make e2e-upstream UPSTREAM_FOCUS=RE  other specs (a ginkgo focus regexp)
+UPSTREAM_FOCUS ?=
+UPSTREAM_OUT   := bin/e2e-upstream
+UPSTREAM_TEST   = $(GO) test -tags upstream -count=1 -v -timeout 60m ./e2e/upstream/
+upstream_leg    = $(call kube_env,$(KUBERNETES_NEWEST)) NSTARGET_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' \
+	NSTARGET_UPSTREAM_OUT=$(CURDIR)/$(UPSTREAM_OUT)/$(1) LEG_LOG=$(UPSTREAM_OUT)/legs.txt ./hack/leg.sh e2e-upstream-$(1)
+.PHONY: e2e-upstream e2e-upstream-tools
+e2e-upstream-tools: deps build
+	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --upstream-e2e >/dev/null
+	./hack/etcd.sh >/dev/null
+e2e-upstream: e2e-upstream-tools
+	rm -rf $(UPSTREAM_OUT)
+	rc=0; \
+	$(if $(filter 0,$(CONTAINERD2)),,NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" $(call upstream_leg,containerd2) $(UPSTREAM_TEST) || rc=1;) \
+	$(call upstream_leg,containerd16) $(UPSTREAM_TEST) || rc=1; \
+	cat $(UPSTREAM_OUT)/*/parity.txt 2>/dev/null; exit $$rc
+
 # Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all).
 LEG = ./hack/leg.sh $@
 CONTAINERD2 ?= 1

@@ -1,0 +1,366 @@
+//go:build upstream
+
+// Package upstream runs Kubernetes' own e2e specs (e2e.test of
+// hack/kubernetes.sh --upstream-e2e) against the e2e cluster twice on one
+// containerd: with the kubelet's runtime containerd itself, then
+// cri-nstarget in front of it; it prints the parity table and fails when a
+// spec that passes directly does not pass through the shim (make
+// e2e-upstream, issue 26). Each run has its own containerd, cluster and
+// temporary directory, and must leave the machine as found.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
+	"github.com/cri-nstarget/cri-nstarget/internal/critest"
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/internal/upstream"
+)
+
+// DefaultFocus is the specs run unless NSTARGET_UPSTREAM_FOCUS says
+// otherwise: both [sig-node] Ephemeral Containers [Conformance] specs and
+// the [sig-cli] kubectl debug ones.
+const DefaultFocus = `\[sig-node\] Ephemeral Containers .*\[Conformance\]|\[sig-cli\] kubectl debug `
+
+// hostDirs are where a kubelet or a runtime writes by default (as in e2e/):
+// a run fails if an entry appears in one of them, or at the top of a cgroup
+// hierarchy, and is still there at its end.
+// e2e.test's own temporary files and kubectl's cache go under the run's
+// directory (TMPDIR, HOME).
+var hostDirs = []string{"/etc", "/run", "/var/run", "/var/lib", "/var/log", "/usr/libexec", "/opt"}
+
+// env is what make e2e-upstream passes.
+type env struct {
+	kubeBin, etcd, shim, containerd string
+	focus                           *regexp.Regexp
+	out                             string // the reports, the table and (on failure) the logs
+}
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "e2e/upstream: skipped, a kubelet, containerd and runc need root")
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestParity(t *testing.T) {
+	e := env{
+		kubeBin: os.Getenv("NSTARGET_KUBERNETES_BIN"), etcd: os.Getenv("NSTARGET_ETCD"),
+		shim: os.Getenv("NSTARGET_SHIM_BINARY"), containerd: os.Getenv("NSTARGET_CONTAINERD"),
+		out: os.Getenv("NSTARGET_UPSTREAM_OUT"),
+	}
+	if e.kubeBin == "" || e.etcd == "" || e.shim == "" {
+		t.Fatal("NSTARGET_KUBERNETES_BIN, NSTARGET_ETCD and NSTARGET_SHIM_BINARY must be set (make e2e-upstream sets them)")
+	}
+	if e.containerd == "" {
+		e.containerd = "containerd"
+	}
+	focus := os.Getenv("NSTARGET_UPSTREAM_FOCUS")
+	if focus == "" {
+		focus = DefaultFocus
+	}
+	e.focus = regexp.MustCompile(focus)
+	if e.out == "" {
+		e.out = t.TempDir()
+	}
+	if err := os.MkdirAll(e.out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	label, err := critest.BackendLabel(e.containerd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	results := map[string][]upstream.Result{}
+	for _, mode := range []string{"direct", "shim"} {
+		t0 := time.Now()
+		r, err := e.run(label, mode)
+		if err != nil {
+			t.Fatalf("%s %s: %v", label, mode, err)
+		}
+		results[mode] = r
+		fmt.Printf("e2e-upstream: %s %s: %d specs in %s\n", label, mode, len(r), time.Since(t0).Round(time.Second))
+	}
+	rows := upstream.Pair(results["direct"], results["shim"])
+	table := upstream.Table(fmt.Sprintf("%s (e2e.test and kubelet %s), %s", label, kubeVersion(e.kubeBin), time.Since(start).Round(time.Second)), rows)
+	fmt.Print(table)
+	if err := os.WriteFile(filepath.Join(e.out, "parity.txt"), []byte(table), 0o644); err != nil {
+		t.Error(err)
+	}
+	if len(results["direct"]) == 0 {
+		t.Errorf("no spec matched %q", focus)
+	}
+	for _, r := range rows {
+		if r.Broken() {
+			t.Errorf("passes directly, not through the shim (%s): %s: %s", r.Shim.State, r.Spec, r.Shim.Message)
+		}
+	}
+}
+
+// run starts containerd (with the upstream images under their names), in
+// shim mode cri-nstarget in front of it, and the cluster with its
+// controllers, whose kubelet's runtime is the one or the other; runs
+// e2e.test; tears it all down and checks that nothing is left behind.
+func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
+	cgroups, err := cluster.CgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	watched := append(append([]string(nil), hostDirs...), cgroups...)
+	tmp, err := harness.TempDir("nsu-")
+	if err != nil {
+		return nil, err
+	}
+	before := entries(watched)
+	// What the run starts, torn down in this order by the deferred func
+	// below: the pods (through the kubelet) and the cluster's processes,
+	// every sandbox through the runtime the kubelet used (the shim sweeps a
+	// pod's pins when its sandbox is removed through it), the shim,
+	// containerd, then the cluster's mounts, cgroups and host paths (once
+	// the runtime is gone); then the machine must be as found.
+	var (
+		backend *critest.Backend
+		shim    *harness.Shim
+		kube    *cluster.Cluster
+	)
+	endpoint := ""
+	defer func() {
+		if kube != nil {
+			retErr = errors.Join(retErr, kube.Stop(), removeSandboxes(endpoint))
+		}
+		if shim != nil {
+			retErr = errors.Join(retErr, shim.Close())
+		}
+		if backend != nil {
+			retErr = errors.Join(retErr, backend.Close())
+		}
+		if kube != nil {
+			retErr = errors.Join(retErr, kube.Close())
+			if left := kube.Residue(); len(left) > 0 {
+				retErr = errors.Join(retErr, fmt.Errorf("left behind by the cluster: %v", left))
+			}
+		}
+		if leaked, _ := harness.MountsUnder(tmp); len(leaked) > 0 {
+			retErr = errors.Join(retErr, fmt.Errorf("mounts left under %s: %v", tmp, leaked), harness.UnmountAll(tmp))
+		}
+		if left := procsNaming(tmp); len(left) > 0 {
+			retErr = errors.Join(retErr, fmt.Errorf("processes left running: %v", left))
+		}
+		if retErr != nil {
+			keepLogs(tmp, filepath.Join(e.out, mode))
+		}
+		retErr = errors.Join(retErr, os.RemoveAll(tmp))
+		if added := newEntries(before, entries(watched)); len(added) > 0 {
+			retErr = errors.Join(retErr, fmt.Errorf("new entries outside the run's directory: %v", added))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	images, err := upstream.Images(harness.BusyboxPath, filepath.Join(e.kubeBin, "agnhost"))
+	if err != nil {
+		return nil, err
+	}
+	backend, err = critest.StartBackend(ctx, label, tmp, harness.EnvOptions{
+		Dir: filepath.Join(tmp, "c"), Binary: e.containerd, Images: images, RegistryAliases: upstream.Aliases,
+	}, true)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", label, err)
+	}
+	if err := sameImage(ctx, backend.Containerd.Endpoint(), backend.PauseImage, upstream.Ref(upstream.PauseName)); err != nil {
+		return nil, err
+	}
+
+	endpoint = backend.Containerd.Endpoint()
+	if mode == "shim" {
+		if shim, err = harness.StartShim(ctx, e.shim, filepath.Join(tmp, "s"), backend.Containerd); err != nil {
+			return nil, fmt.Errorf("start cri-nstarget: %w", err)
+		}
+		endpoint = shim.Endpoint()
+	}
+
+	kube, err = cluster.Start(ctx, cluster.Options{
+		Dir: filepath.Join(tmp, "k"), Bin: e.kubeBin, Etcd: e.etcd, RuntimeEndpoint: endpoint, Controllers: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the cluster: %w", err)
+	}
+	return e.e2eTest(tmp, kube, mode)
+}
+
+// e2eTest runs e2e.test with the focus against the cluster and reads its
+// JUnit report. Its own temporary files and kubectl's cache go under tmp.
+// A failing spec is a result, not an error; a run without a report is.
+func (e env) e2eTest(tmp string, kube *cluster.Cluster, mode string) ([]upstream.Result, error) {
+	home := filepath.Join(tmp, "home")
+	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
+		return nil, err
+	}
+	report := filepath.Join(e.out, "junit-"+mode+".xml")
+	_ = os.Remove(report)
+	logPath := filepath.Join(e.out, "e2e-"+mode+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(e.kubeBin, "e2e.test"), e2eTestArgs(kube.Kubeconfig(), filepath.Join(e.kubeBin, "kubectl"), e.focus.String(), report)...)
+	cmd.Dir = home
+	cmd.Env = append(os.Environ(), "HOME="+home, "TMPDIR="+filepath.Join(home, "tmp"))
+	cmd.Stdout, cmd.Stderr = log, log
+	runErr := cmd.Run()
+	b, err := os.ReadFile(report)
+	if err != nil {
+		return nil, fmt.Errorf("e2e.test (%v) wrote no report; its log is %s: %w", runErr, logPath, err)
+	}
+	return upstream.ParseJUnit(b, e.focus)
+}
+
+// e2eTestArgs: the skeleton provider (no cloud), the cluster's admin
+// kubeconfig and kubectl, one node that must be Ready, no log gathering
+// from machines it cannot reach.
+func e2eTestArgs(kubeconfig, kubectl, focus, report string) []string {
+	return []string{
+		"--provider=skeleton",
+		"--kubeconfig=" + kubeconfig,
+		"--kubectl-path=" + kubectl,
+		"--num-nodes=1",
+		"--disable-log-dump",
+		"--ginkgo.focus=" + focus,
+		"--ginkgo.junit-report=" + report,
+		"--ginkgo.no-color",
+		"--ginkgo.timeout=20m",
+		"--ginkgo.v",
+	}
+}
+
+// sameImage pulls both references through the CRI at endpoint and wants
+// one image: the specs' pause is the sandbox image containerd runs.
+func sameImage(ctx context.Context, endpoint, a, b string) error {
+	conn, err := harness.Dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	images := runtimeapi.NewImageServiceClient(conn)
+	var ids []string
+	for _, ref := range []string{a, b} {
+		resp, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		if err != nil {
+			return fmt.Errorf("pull %s: %w", ref, err)
+		}
+		ids = append(ids, resp.GetImageRef())
+	}
+	if ids[0] != ids[1] {
+		return fmt.Errorf("%s is %s, the sandbox image %s is %s: want one image", b, ids[1], a, ids[0])
+	}
+	return nil
+}
+
+// removeSandboxes stops and removes every pod sandbox through the CRI at
+// endpoint, as the kubelet's garbage collection does for deleted pods.
+func removeSandboxes(endpoint string) error {
+	conn, err := harness.Dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range resp.GetItems() {
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			errs = append(errs, fmt.Errorf("stop pod sandbox %s: %w", sb.GetId(), err))
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			errs = append(errs, fmt.Errorf("remove pod sandbox %s: %w", sb.GetId(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kubeVersion is kubectl's client version in bin, for the table's title.
+func kubeVersion(bin string) string {
+	out, _ := exec.Command(filepath.Join(bin, "kubectl"), "version", "--client").Output()
+	if m := regexp.MustCompile(`Client Version: (\S+)`).FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return "?"
+}
+
+// keepLogs copies the components' logs out of tmp into dst.
+func keepLogs(tmp, dst string) {
+	logs, _ := filepath.Glob(filepath.Join(tmp, "*", "*.log"))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-upstream: keep logs:", err)
+		return
+	}
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "e2e-upstream: the components' logs are in %s\n", dst)
+}
+
+// procsNaming lists the processes (other than this one) whose command line
+// names something under dir: every process a run starts does.
+func procsNaming(dir string) []string {
+	var left []string
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		pid := filepath.Base(filepath.Dir(f))
+		if err != nil || pid == strconv.Itoa(os.Getpid()) || !bytes.Contains(b, []byte(dir)) {
+			continue
+		}
+		left = append(left, pid+": "+strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "))
+	}
+	return left
+}
+
+// entries lists the entries of dirs ("dir/name").
+func entries(dirs []string) map[string]bool {
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		es, _ := os.ReadDir(d)
+		for _, e := range es {
+			seen[filepath.Join(d, e.Name())] = true
+		}
+	}
+	return seen
+}
+
+func newEntries(before, after map[string]bool) []string {
+	var added []string
+	for p := range after {
+		if !before[p] {
+			added = append(added, p)
+		}
+	}
+	sort.Strings(added)
+	return added
+}
