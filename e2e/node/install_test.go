@@ -54,6 +54,25 @@ nodeStatusUpdateFrequency: 4s
 syncFrequency: 10s
 `
 
+// readyProbe runs at boot as soon as the shim's unit is active: for a
+// Type=notify unit, once the shim sent READY=1; for Type=simple, right after
+// exec. It records whether the shim's socket was there at that moment, which
+// the shim makes only once it is about to serve (2 to 3 s after exec under
+// TCG). A CRI call would say more, but a Go client such as crictl takes
+// about 15 s to start under TCG, by when any shim serves.
+const readyProbe = `[Unit]
+Description=Probe (e2e/node): the shim's CRI socket as soon as cri-nstarget.service is active
+After=cri-nstarget.service
+Wants=cri-nstarget.service
+
+[Service]
+Type=simple
+ExecStart=/bin/sh -c 'if test -S /run/cri-nstarget/cri.sock; then echo serving; else echo "no socket"; fi >/run/nstarget-ready-probe.tmp && mv /run/nstarget-ready-probe.tmp /run/nstarget-ready-probe'
+
+[Install]
+WantedBy=multi-user.target
+`
+
 // bridgeConfList is the pods' network: Debian's containernetworking-plugins.
 const bridgeConfList = `{
   "cniVersion": "1.0.0",
@@ -88,6 +107,7 @@ func (r *run) install(t *testing.T) {
 	r.write(t, "etc/10-kubeadm.conf", []byte(kubeadmDropIn), 0o644)
 	r.write(t, "etc/kubelet-config.yaml", []byte(kubeletConfig), 0o644)
 	r.write(t, "etc/10-bridge.conflist", []byte(bridgeConfList), 0o644)
+	r.write(t, "etc/nstarget-ready-probe.service", []byte(readyProbe), 0o644)
 	r.write(t, "etc/containerd.toml", []byte(r.b.config(r.registry, r.registry+"/"+harness.PauseName)), 0o644)
 	r.write(t, "etc/hosts.toml", []byte(hostsTOML(r.registry)), 0o644)
 	dropIn := ""
@@ -115,9 +135,11 @@ install -D -m 0600 /mnt/nst/etc/kubelet.conf /etc/kubernetes/kubelet.conf
 install -D -m 0644 /mnt/nst/etc/ca.crt /etc/kubernetes/pki/ca.crt
 install -D -m 0644 /mnt/nst/etc/kubelet-config.yaml /var/lib/kubelet/config.yaml
 `+dropIn+`
+install -D -m 0644 /mnt/nst/etc/nstarget-ready-probe.service /etc/systemd/system/nstarget-ready-probe.service
 systemctl daemon-reload
 systemctl restart containerd
 systemctl enable --quiet --now cri-nstarget.service kubelet.service
+systemctl enable --quiet nstarget-ready-probe.service
 `)
 	t.Logf("guest: installed and started in %s", since(start))
 	if v := r.sh(t, time.Minute, "crictl version | sed -n 's/^RuntimeVersion: *//p'"); !strings.Contains(v, r.b.version) {
