@@ -47,6 +47,7 @@ vet:
 	$(GO) vet -tags integration ./...
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) vet -tags node ./e2e/node/
+	$(GO) vet -tags upstream ./e2e/upstream/
 
 # Static checks: gofmt leaves nothing to change, go vet (above), and
 # staticcheck at a pinned version (run from the module proxy, never in go.mod).
@@ -58,6 +59,7 @@ lint: vet
 	$(GO) run $(STATICCHECK) -tags integration ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
 	$(GO) run $(STATICCHECK) -tags node ./e2e/node/
+	$(GO) run $(STATICCHECK) -tags upstream ./e2e/upstream/
 	$(GO) run $(STATICCHECK) -tags failpoints ./server/ ./cmd/...
 
 unit:
