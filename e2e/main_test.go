@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,11 +34,6 @@ var (
 
 const nobodyName = "nst/busybox-nobody:1"
 
-// hostDirs are where a kubelet or a runtime writes by default; the suite
-// fails if an entry appears in one of them, or at the top of a cgroup
-// hierarchy, and is still there at the end.
-var hostDirs = []string{"/etc", "/run", "/var/run", "/var/lib", "/var/log", "/usr/libexec", "/opt"}
-
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "e2e: skipped, a kubelet, containerd and runc need root")
@@ -61,8 +54,8 @@ func runSuite(m *testing.M) (code int) {
 	if err != nil {
 		return fail("%v", err)
 	}
-	watched := append(append([]string(nil), hostDirs...), cgroups...)
-	before := entries(watched)
+	watched := append(append([]string(nil), harness.KubeHostDirs...), cgroups...)
+	before := harness.ListEntries(watched)
 	tmp, err := harness.TempDir("nse-")
 	if err != nil {
 		return fail("%v", err)
@@ -115,10 +108,10 @@ func runSuite(m *testing.M) (code int) {
 			code = fail("mounts left under %s: %v", tmp, leaked)
 			_ = harness.UnmountAll(tmp)
 		}
-		if left := procsNaming(tmp); len(left) > 0 {
+		if left := harness.ProcessesNaming(tmp); len(left) > 0 {
 			code = fail("processes left running: %v", left)
 		}
-		if added := newEntries(before, entries(watched)); len(added) > 0 {
+		if added := before.Added(harness.ListEntries(watched)); len(added) > 0 {
 			code = fail("new entries outside the run's directory: %v", added)
 		}
 		if code != 0 {
@@ -230,45 +223,6 @@ func keepLogs(tmp string) {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "e2e: the components' logs are in %s\n", dst)
-}
-
-// procsNaming lists the processes (other than this one) whose command line
-// names something under dir: every process the run started does.
-func procsNaming(dir string) []string {
-	var left []string
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range cmdlines {
-		b, err := os.ReadFile(f)
-		pid := filepath.Base(filepath.Dir(f))
-		if err != nil || pid == strconv.Itoa(os.Getpid()) || !strings.Contains(string(b), dir) {
-			continue
-		}
-		left = append(left, pid+": "+strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "))
-	}
-	return left
-}
-
-// entries lists the entries of dirs ("dir/name").
-func entries(dirs []string) map[string]bool {
-	seen := map[string]bool{}
-	for _, d := range dirs {
-		es, _ := os.ReadDir(d)
-		for _, e := range es {
-			seen[filepath.Join(d, e.Name())] = true
-		}
-	}
-	return seen
-}
-
-func newEntries(before, after map[string]bool) []string {
-	var added []string
-	for p := range after {
-		if !before[p] {
-			added = append(added, p)
-		}
-	}
-	sort.Strings(added)
-	return added
 }
 
 func tail(path string, n int) string {

@@ -10,7 +10,6 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,9 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,13 +32,6 @@ import (
 // otherwise: both [sig-node] Ephemeral Containers [Conformance] specs and
 // the [sig-cli] kubectl debug ones.
 const DefaultFocus = `\[sig-node\] Ephemeral Containers .*\[Conformance\]|\[sig-cli\] kubectl debug `
-
-// hostDirs are where a kubelet or a runtime writes by default (as in e2e/):
-// a run fails if an entry appears in one of them, or at the top of a cgroup
-// hierarchy, and is still there at its end.
-// e2e.test's own temporary files and kubectl's cache go under the run's
-// directory (TMPDIR, HOME).
-var hostDirs = []string{"/etc", "/run", "/var/run", "/var/lib", "/var/log", "/usr/libexec", "/opt"}
 
 // env is what make e2e-upstream passes.
 type env struct {
@@ -122,12 +111,12 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	watched := append(append([]string(nil), hostDirs...), cgroups...)
+	watched := append(append([]string(nil), harness.KubeHostDirs...), cgroups...)
 	tmp, err := harness.TempDir("nsu-")
 	if err != nil {
 		return nil, err
 	}
-	before := entries(watched)
+	before := harness.ListEntries(watched)
 	// What the run starts, torn down in this order by the deferred func
 	// below: the pods (through the kubelet) and the cluster's processes,
 	// every sandbox through the runtime the kubelet used (the shim sweeps a
@@ -159,14 +148,14 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 		if leaked, _ := harness.MountsUnder(tmp); len(leaked) > 0 {
 			retErr = errors.Join(retErr, fmt.Errorf("mounts left under %s: %v", tmp, leaked), harness.UnmountAll(tmp))
 		}
-		if left := procsNaming(tmp); len(left) > 0 {
+		if left := harness.ProcessesNaming(tmp); len(left) > 0 {
 			retErr = errors.Join(retErr, fmt.Errorf("processes left running: %v", left))
 		}
 		if retErr != nil {
 			keepLogs(tmp, filepath.Join(e.out, mode))
 		}
 		retErr = errors.Join(retErr, os.RemoveAll(tmp))
-		if added := newEntries(before, entries(watched)); len(added) > 0 {
+		if added := before.Added(harness.ListEntries(watched)); len(added) > 0 {
 			retErr = errors.Join(retErr, fmt.Errorf("new entries outside the run's directory: %v", added))
 		}
 	}()
@@ -324,43 +313,4 @@ func keepLogs(tmp, dst string) {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "e2e-upstream: the components' logs are in %s\n", dst)
-}
-
-// procsNaming lists the processes (other than this one) whose command line
-// names something under dir: every process a run starts does.
-func procsNaming(dir string) []string {
-	var left []string
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range cmdlines {
-		b, err := os.ReadFile(f)
-		pid := filepath.Base(filepath.Dir(f))
-		if err != nil || pid == strconv.Itoa(os.Getpid()) || !bytes.Contains(b, []byte(dir)) {
-			continue
-		}
-		left = append(left, pid+": "+strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "))
-	}
-	return left
-}
-
-// entries lists the entries of dirs ("dir/name").
-func entries(dirs []string) map[string]bool {
-	seen := map[string]bool{}
-	for _, d := range dirs {
-		es, _ := os.ReadDir(d)
-		for _, e := range es {
-			seen[filepath.Join(d, e.Name())] = true
-		}
-	}
-	return seen
-}
-
-func newEntries(before, after map[string]bool) []string {
-	var added []string
-	for p := range after {
-		if !before[p] {
-			added = append(added, p)
-		}
-	}
-	sort.Strings(added)
-	return added
 }
