@@ -108,7 +108,7 @@ func (r *run) install(t *testing.T) {
 	r.write(t, "etc/kubelet-config.yaml", []byte(kubeletConfig), 0o644)
 	r.write(t, "etc/10-bridge.conflist", []byte(bridgeConfList), 0o644)
 	r.write(t, "etc/nstarget-ready-probe.service", []byte(readyProbe), 0o644)
-	r.write(t, "etc/containerd.toml", []byte(r.b.config(r.registry, r.registry+"/"+harness.PauseName)), 0o644)
+	r.write(t, "etc/containerd.toml", []byte(r.b.config(r.registry+"/"+harness.PauseName)), 0o644)
 	r.write(t, "etc/hosts.toml", []byte(hostsTOML(r.registry)), 0o644)
 	dropIn := ""
 	if shimDropIn != "" {

@@ -34,8 +34,8 @@ type backend struct {
 	via string
 	// install installs it beyond Debian's containerd package (in the image).
 	install string
-	// config is /etc/containerd/config.toml, for the registry's host.
-	config func(registry, sandbox string) string
+	// config is /etc/containerd/config.toml, with sandbox as the sandbox image.
+	config func(sandbox string) string
 }
 
 // backends: containerd 2.4.2 (with runc 1.5.2, NRI on by default) and
@@ -57,7 +57,7 @@ mkdir -p /etc/systemd/system/containerd.service.d
 printf '[Service]\nExecStart=\nExecStart=/usr/local/bin/containerd\n' >/etc/systemd/system/containerd.service.d/10-containerd-2.4.conf
 `
 
-func configV4(registry, sandbox string) string {
+func configV4(sandbox string) string {
 	return fmt.Sprintf(`version = 4
 
 [plugins."io.containerd.cri.v1.images".pinned_images]
@@ -81,7 +81,7 @@ func configV4(registry, sandbox string) string {
 `, sandbox)
 }
 
-func configV2(registry, sandbox string) string {
+func configV2(sandbox string) string {
 	return fmt.Sprintf(`version = 2
 
 [plugins."io.containerd.grpc.v1.cri"]
