@@ -3,6 +3,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,27 +12,24 @@ import (
 	"time"
 )
 
-// kubectl runs kubectl on the host against the control plane and returns
-// its standard output.
+// kubectl runs kubectl on the host against the control plane; the last
+// argument is its standard input when the one before it is "-".
 func (r *run) kubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := r.kube.Kubectl(ctx, args...)
-	if err != nil {
-		t.Fatal(err)
+	var stdin string
+	if n := len(args); n >= 2 && args[n-2] == "-" {
+		args, stdin = args[:n-1], args[n-1]
 	}
-	return out
-}
-
-// apply creates the objects of manifest.
-func (r *run) apply(t *testing.T, manifest string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := r.kube.Apply(ctx, manifest); err != nil {
-		t.Fatal(err)
+	cmd := r.kube.KubectlCommand(ctx, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 	}
+	return stdout.String()
 }
 
 // poll calls cond every second until it is true, or fails the test after

@@ -31,7 +31,7 @@ type app struct {
 // the debug container from inside the node.
 func (r *run) debugTarget(t *testing.T) {
 	start := time.Now()
-	r.apply(t, podManifest("app", "Always", container{"app", r.busybox, "sleep 2147483"}))
+	r.kubectl(t, "apply", "-f", "-", podManifest("app", "Always", container{"app", r.busybox, "sleep 2147483"}))
 	r.app = r.waitApp(t, "")
 	t.Logf("pod app running in %s (container %.12s, %s)", since(start), r.app.id, r.app.ns)
 	r.debug(t, true)
@@ -363,7 +363,7 @@ func (r *run) logs(t *testing.T) {
 	checkFields(t, "the targeted create's entry", joined, want)
 
 	// A fallback: the target has exited (restartPolicy Never).
-	r.apply(t, podManifest("oneshot", "Never",
+	r.kubectl(t, "apply", "-f", "-", podManifest("oneshot", "Never",
 		container{"app", r.busybox, "sleep 2147483"}, container{"done", r.busybox, "true"}))
 	r.poll(t, 5*time.Minute, "oneshot's container done terminated", func() (bool, string) {
 		p := r.pod(t, "oneshot")
