@@ -7,12 +7,19 @@
 # With --upstream-e2e it builds, into the same directory, what running
 # Kubernetes' own e2e specs against that cluster needs (issue 26): e2e.test
 # (`go test -c k8s.io/kubernetes/test/e2e`), kube-controller-manager,
-# kube-scheduler and agnhost (test/images/agnhost, the Go program most
-# upstream specs run in their pods); ~10 more minutes the first time.
+# kube-scheduler, agnhost (test/images/agnhost, the Go program most
+# upstream specs run in their pods) and ginkgo, the CLI that runs e2e.test's
+# specs in parallel, at the version k8s.io/kubernetes requires; ~10 more
+# minutes the first time.
 #
 #   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh   # -> /var/cache/cri-nstarget/kubernetes-v1.37.2/bin
 #   KUBERNETES_VERSION=v1.35.4 KUBERNETES_CACHE=/some/dir hack/kubernetes.sh
 #   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh --upstream-e2e
+#   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh --project-e2e bin/nstarget-e2e.test
+# --project-e2e compiles the project's own specs on Kubernetes' e2e framework
+# (e2e/kubetest, build tag kubetest) in the same scratch module, into the file
+# named; every call builds it (Go's build cache makes a repeat quick), since
+# it is this tree's code, not the release's.
 # The versions are named once, in the Makefile (KUBERNETES_NEWEST and
 # KUBERNETES_OLDEST: the newest release and the oldest still supported).
 #
@@ -24,8 +31,12 @@ version=${KUBERNETES_VERSION:?set KUBERNETES_VERSION (the Makefile names them: m
 cache=${KUBERNETES_CACHE:-/var/cache/cri-nstarget}
 out="$cache/kubernetes-$version/bin"
 staging="v0.${version#v1.}"
-upstream_e2e=false
-[ "${1:-}" = --upstream-e2e ] && upstream_e2e=true
+upstream_e2e=false project_e2e=
+case "${1:-}" in
+--upstream-e2e) upstream_e2e=true ;;
+--project-e2e) project_e2e=$(realpath -m "${2:?--project-e2e FILE}") ;;
+esac
+repo=$(cd "$(dirname "$0")/.." && pwd)
 
 # The version check reads kubectl's whole output before grep sees it: piped
 # into `grep -q` under pipefail, kubectl (two writes) dies of SIGPIPE when grep
@@ -37,13 +48,13 @@ base_built() {
   v=$("$out/kubectl" version --client 2>/dev/null) && grep -q "^Client Version: $version$" <<<"$v"
 }
 extras_built() {
-  [ -x "$out/e2e.test" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/agnhost" ]
+  [ -x "$out/e2e.test" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/agnhost" ] && [ -x "$out/ginkgo" ]
 }
 built() {
   base_built || return 1
   if $upstream_e2e; then extras_built || return 1; fi
 }
-if built; then
+if [ -z "$project_e2e" ] && built; then
   echo "$out"
   exit 0
 fi
@@ -51,7 +62,7 @@ fi
 mkdir -p "$cache"
 exec 9>"$cache/kubernetes-$version.lock"
 flock 9
-if built; then
+if [ -z "$project_e2e" ] && built; then
   echo "$out"
   exit 0
 fi
@@ -75,6 +86,14 @@ for v in gitVersion="$version" gitMajor=1 gitMinor="$(echo "${version#v1.}" | cu
     ldflags="$ldflags -X $pkg.$v"
   done
 done
+if [ -n "$project_e2e" ]; then
+  mkdir kubetest
+  cp "$repo"/e2e/kubetest/*.go kubetest/
+  go vet -trimpath -tags kubetest ./kubetest  # -trimpath: the build cache of the build below
+  go test -c -tags kubetest -trimpath -ldflags "$ldflags" -o "$project_e2e" ./kubetest
+  echo "$project_e2e"
+  exit 0
+fi
 # Only what is missing is built, into $out.tmp, then moved into $out file by
 # file: a plain call never removes what --upstream-e2e built, nor the reverse.
 rm -rf "$out.tmp"
@@ -85,10 +104,16 @@ if ! base_built; then
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
 fi
 if $upstream_e2e && ! extras_built; then
-  echo "kubernetes: building e2e.test, kube-controller-manager, kube-scheduler, agnhost $version" >&2
-  go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
-    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/test/images/agnhost
-  go test -c -trimpath -ldflags "$ldflags" -o "$out.tmp/e2e.test" k8s.io/kubernetes/test/e2e
+  echo "kubernetes: building what is missing of e2e.test, kube-controller-manager, kube-scheduler, agnhost, ginkgo $version" >&2
+  pkgs=()
+  for p in k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo; do
+    [ -x "$out/${p##*/}" ] || pkgs+=("$p")
+  done
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" "${pkgs[@]}"
+  fi
+  [ -x "$out/e2e.test" ] || go test -c -trimpath -ldflags "$ldflags" -o "$out.tmp/e2e.test" k8s.io/kubernetes/test/e2e
 fi
 for f in "$out.tmp"/*; do
   mv -f "$f" "$out/"
