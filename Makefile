@@ -158,26 +158,37 @@ e2e-containerd2: e2e-tools
 		NSTARGET_E2E_LOGS=$(CURDIR)/bin/e2e/containerd2 $(LEG) $(E2E_TEST)
 
 # Kubernetes' own e2e specs through the shim (issue 26; e2e/upstream,
-# internal/upstream), outside `make test` for now: e2e.test $(KUBERNETES_NEWEST)
+# internal/upstream), a leg of `make test`: e2e.test $(KUBERNETES_NEWEST)
 # (hack/kubernetes.sh --upstream-e2e, ~11 min once) against the e2e cluster
 # with its kube-controller-manager and kube-scheduler (kubelet $(KUBERNETES_NEWEST)
 # on both backends), the specs' images (busybox, nginx, agnhost, pause) built
-# here and served under their registry.k8s.io names. On containerd
-# $(CONTAINERD2_VERSION) (runc 1.5.2, NRI) and Debian's 1.6.20, each run directly and
-# through the shim; the parity table (spec, direct, shim, time) of each
-# backend ends the output. Every spec that passes directly must pass through
-# the shim. Reports, tables and logs: bin/e2e-upstream/BACKEND/.
-#   make e2e-upstream                  the two Ephemeral Containers [Conformance] specs
-#                                      and the kubectl debug ones (CONTAINERD2=0: 1.6 only)
-#   make e2e-upstream UPSTREAM_FOCUS=RE  other specs (a ginkgo focus regexp)
+# here and served under their registry.k8s.io names; then the project's own
+# specs on the same framework (e2e/kubetest, built into $(PROJECT_E2E) by
+# hack/kubernetes.sh --project-e2e). On containerd $(CONTAINERD2_VERSION) (runc
+# 1.5.2, NRI) and Debian's 1.6.20, each run directly and through the shim;
+# the parity table (spec, direct, shim, time) of each backend ends the
+# output. Every spec that passes directly must pass through the shim.
+# Reports, tables and logs: bin/e2e-upstream/BACKEND/.
+#   make e2e-upstream                  the two Ephemeral Containers [Conformance] specs,
+#                                      the kubectl debug ones and the project's
+#                                      --target spec (CONTAINERD2=0: 1.6 only)
+#   make e2e-upstream UPSTREAM_FOCUS=RE  other specs (a ginkgo focus regexp);
+#                                      UPSTREAM_PROCS=N runs them in N processes
 UPSTREAM_FOCUS ?=
-UPSTREAM_OUT   := bin/e2e-upstream
-UPSTREAM_TEST   = $(GO) test -tags upstream -count=1 -v -timeout 60m ./e2e/upstream/
+UPSTREAM_SKIP  ?=
+UPSTREAM_PROCS ?= 1
+UPSTREAM_TIMEOUT ?= 20m
+UPSTREAM_OUT   ?= bin/e2e-upstream
+UPSTREAM_TEST   = $(GO) test -tags upstream -count=1 -v -timeout 0 ./e2e/upstream/
 upstream_leg    = $(call kube_env,$(KUBERNETES_NEWEST)) NSTARGET_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' \
-	NSTARGET_UPSTREAM_OUT=$(CURDIR)/$(UPSTREAM_OUT)/$(1) LEG_LOG=$(UPSTREAM_OUT)/legs.txt ./hack/leg.sh e2e-upstream-$(1)
+	NSTARGET_UPSTREAM_SKIP='$(UPSTREAM_SKIP)' NSTARGET_UPSTREAM_PROCS=$(UPSTREAM_PROCS) NSTARGET_UPSTREAM_TIMEOUT=$(UPSTREAM_TIMEOUT) \
+	NSTARGET_UPSTREAM_OUT=$(CURDIR)/$(UPSTREAM_OUT)/$(1) $(if $(PROJECT_E2E),NSTARGET_PROJECT_E2E=$(CURDIR)/$(PROJECT_E2E)) \
+	./hack/leg.sh e2e-upstream-$(1)
 .PHONY: e2e-upstream e2e-upstream-tools
+PROJECT_E2E    ?= bin/nstarget-e2e.test
 e2e-upstream-tools: deps build
 	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --upstream-e2e >/dev/null
+	$(if $(PROJECT_E2E),KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --project-e2e $(PROJECT_E2E) >/dev/null)
 	./hack/etcd.sh >/dev/null
 e2e-upstream: e2e-upstream-tools
 	rm -rf $(UPSTREAM_OUT)
@@ -186,11 +197,26 @@ e2e-upstream: e2e-upstream-tools
 	$(call upstream_leg,containerd16) $(UPSTREAM_TEST) || rc=1; \
 	cat $(UPSTREAM_OUT)/*/parity.txt 2>/dev/null; exit $$rc
 
+# Every [NodeConformance] spec of e2e.test $(KUBERNETES_NEWEST), the same way
+# (directly and through the shim, on both backends), in ginkgo's parallel
+# processes ([Serial] specs alone at the end), outside `make test`: about
+# 55 minutes per run, four runs (CONTAINERD2=0: 1.6's two). Specs that fail
+# directly need their reason in e2e/upstream/known-failures.txt. Tables:
+# bin/node-conformance/BACKEND/parity.txt;
+# docs/conformance.md's table is made from them by
+#   bin/nstarget-matrix upstream --docs docs/conformance.md bin/node-conformance
+NODE_CONFORMANCE_PROCS ?= 12
+.PHONY: node-conformance
+node-conformance:
+	$(MAKE) e2e-upstream UPSTREAM_FOCUS='\[NodeConformance\]' UPSTREAM_PROCS=$(NODE_CONFORMANCE_PROCS) \
+		UPSTREAM_TIMEOUT=100m UPSTREAM_OUT=bin/node-conformance PROJECT_E2E=
+
 # Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all).
 LEG = ./hack/leg.sh $@
 CONTAINERD2 ?= 1
 test: deps lint unit race fuzz install-check release-check integration conformance-ci e2e-containerd16 \
-	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2 e2e-containerd2 node-e2e)
+	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2 e2e-containerd2) \
+	e2e-upstream $(if $(filter 0,$(CONTAINERD2)),,node-e2e)
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)

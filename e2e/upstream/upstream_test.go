@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,14 +31,18 @@ import (
 
 // DefaultFocus is the specs run unless NSTARGET_UPSTREAM_FOCUS says
 // otherwise: both [sig-node] Ephemeral Containers [Conformance] specs and
-// the [sig-cli] kubectl debug ones.
-const DefaultFocus = `\[sig-node\] Ephemeral Containers .*\[Conformance\]|\[sig-cli\] kubectl debug `
+// the [sig-cli] kubectl debug ones, and the project's own (e2e/kubetest).
+const DefaultFocus = `\[sig-node\] Ephemeral Containers .*\[Conformance\]|\[sig-cli\] kubectl debug |\[cri-nstarget\]`
 
-// env is what make e2e-upstream passes.
+// env is what make e2e-upstream (and make node-conformance) passes.
 type env struct {
 	kubeBin, etcd, shim, containerd string
 	focus                           *regexp.Regexp
-	out                             string // the reports, the table and (on failure) the logs
+	skip                            string        // a ginkgo skip regexp, or ""
+	project                         string        // the project's nstarget-e2e.test, or "" (not run)
+	procs                           int           // ginkgo's parallel processes; 1 runs e2e.test alone
+	timeout                         time.Duration // for each run of the specs
+	out                             string        // the reports, the table and (on failure) the logs
 }
 
 func TestMain(m *testing.M) {
@@ -52,7 +57,7 @@ func TestParity(t *testing.T) {
 	e := env{
 		kubeBin: os.Getenv("NSTARGET_KUBERNETES_BIN"), etcd: os.Getenv("NSTARGET_ETCD"),
 		shim: os.Getenv("NSTARGET_SHIM_BINARY"), containerd: os.Getenv("NSTARGET_CONTAINERD"),
-		out: os.Getenv("NSTARGET_UPSTREAM_OUT"),
+		out: os.Getenv("NSTARGET_UPSTREAM_OUT"), project: os.Getenv("NSTARGET_PROJECT_E2E"),
 	}
 	if e.kubeBin == "" || e.etcd == "" || e.shim == "" {
 		t.Fatal("NSTARGET_KUBERNETES_BIN, NSTARGET_ETCD and NSTARGET_SHIM_BINARY must be set (make e2e-upstream sets them)")
@@ -60,15 +65,28 @@ func TestParity(t *testing.T) {
 	if e.containerd == "" {
 		e.containerd = "containerd"
 	}
+	var err error
 	focus := os.Getenv("NSTARGET_UPSTREAM_FOCUS")
 	if focus == "" {
 		focus = DefaultFocus
 	}
 	e.focus = regexp.MustCompile(focus)
+	e.skip = os.Getenv("NSTARGET_UPSTREAM_SKIP")
+	e.procs, e.timeout = 1, 20*time.Minute
+	if v := os.Getenv("NSTARGET_UPSTREAM_PROCS"); v != "" {
+		if e.procs, err = strconv.Atoi(v); err != nil || e.procs < 1 {
+			t.Fatalf("NSTARGET_UPSTREAM_PROCS=%q: want a count", v)
+		}
+	}
+	if v := os.Getenv("NSTARGET_UPSTREAM_TIMEOUT"); v != "" {
+		if e.timeout, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("NSTARGET_UPSTREAM_TIMEOUT: %v", err)
+		}
+	}
 	if e.out == "" {
 		e.out = t.TempDir()
 	}
-	if err := os.MkdirAll(e.out, 0o755); err != nil {
+	if err = os.MkdirAll(e.out, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	label, err := critest.BackendLabel(e.containerd)
@@ -193,52 +211,100 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 	return e.e2eTest(tmp, kube, mode)
 }
 
-// e2eTest runs e2e.test with the focus against the cluster and reads its
-// JUnit report. Its own temporary files and kubectl's cache go under tmp.
-// A failing spec is a result, not an error; a run without a report is.
+// e2eTest runs the specs of e2e.test, then those of the project's
+// nstarget-e2e.test (when given), with the focus against the cluster, and
+// reads their JUnit reports. Their temporary files and kubectl's cache go
+// under tmp. A failing spec is a result, not an error; a run without a
+// report is.
 func (e env) e2eTest(tmp string, kube *cluster.Cluster, mode string) ([]upstream.Result, error) {
 	home := filepath.Join(tmp, "home")
 	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
 		return nil, err
 	}
-	report := filepath.Join(e.out, "junit-"+mode+".xml")
+	suites := []struct{ name, bin string }{{"e2e", filepath.Join(e.kubeBin, "e2e.test")}}
+	if e.project != "" {
+		suites = append(suites, struct{ name, bin string }{"nstarget-e2e", e.project})
+	}
+	var all []upstream.Result
+	for _, s := range suites {
+		r, err := e.specs(s.name, s.bin, home, kube.Kubeconfig(), mode)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, r...)
+	}
+	return all, nil
+}
+
+// specs runs one suite binary's specs; its log and JUnit report are kept in
+// e.out under the suite's name and the mode.
+func (e env) specs(name, bin, home, kubeconfig, mode string) ([]upstream.Result, error) {
+	report := filepath.Join(e.out, fmt.Sprintf("junit-%s-%s.xml", name, mode))
 	_ = os.Remove(report)
-	logPath := filepath.Join(e.out, "e2e-"+mode+".log")
+	logPath := filepath.Join(e.out, fmt.Sprintf("%s-%s.log", name, mode))
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout+5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(e.kubeBin, "e2e.test"), e2eTestArgs(kube.Kubeconfig(), filepath.Join(e.kubeBin, "kubectl"), e.focus.String(), report)...)
+	cmd := exec.CommandContext(ctx, bin, e.e2eTestArgs(kubeconfig, report)...)
+	if e.procs > 1 {
+		cmd = exec.CommandContext(ctx, filepath.Join(e.kubeBin, "ginkgo"), e.ginkgoArgs(bin, kubeconfig, report)...)
+	}
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+home, "TMPDIR="+filepath.Join(home, "tmp"))
 	cmd.Stdout, cmd.Stderr = log, log
 	runErr := cmd.Run()
 	b, err := os.ReadFile(report)
 	if err != nil {
-		return nil, fmt.Errorf("e2e.test (%v) wrote no report; its log is %s: %w", runErr, logPath, err)
+		return nil, fmt.Errorf("%s (%v) wrote no report; its log is %s: %w", filepath.Base(bin), runErr, logPath, err)
 	}
 	return upstream.ParseJUnit(b, e.focus)
 }
 
-// e2eTestArgs: the skeleton provider (no cloud), the cluster's admin
-// kubeconfig and kubectl, one node that must be Ready, no log gathering
-// from machines it cannot reach.
-func e2eTestArgs(kubeconfig, kubectl, focus, report string) []string {
+// e2eArgs are e2e.test's own flags: the skeleton provider (no cloud), the
+// cluster's admin kubeconfig and kubectl, one node that must be Ready, no
+// log gathering from machines it cannot reach.
+func (e env) e2eArgs(kubeconfig string) []string {
 	return []string{
 		"--provider=skeleton",
 		"--kubeconfig=" + kubeconfig,
-		"--kubectl-path=" + kubectl,
+		"--kubectl-path=" + filepath.Join(e.kubeBin, "kubectl"),
 		"--num-nodes=1",
 		"--disable-log-dump",
-		"--ginkgo.focus=" + focus,
-		"--ginkgo.junit-report=" + report,
-		"--ginkgo.no-color",
-		"--ginkgo.timeout=20m",
-		"--ginkgo.v",
 	}
+}
+
+// ginkgoFlags are the specs' selection and report, as ginkgo's flags
+// (prefix "--ginkgo." when e2e.test runs alone, none for the ginkgo CLI).
+func (e env) ginkgoFlags(prefix, report string) []string {
+	flags := []string{
+		prefix + "focus=" + e.focus.String(),
+		prefix + "junit-report=" + report,
+		prefix + "no-color",
+		prefix + "timeout=" + e.timeout.String(),
+		prefix + "v",
+	}
+	if e.skip != "" {
+		flags = append(flags, prefix+"skip="+e.skip)
+	}
+	return flags
+}
+
+// e2eTestArgs runs the specs in the suite binary's one process.
+func (e env) e2eTestArgs(kubeconfig, report string) []string {
+	return append(e.e2eArgs(kubeconfig), e.ginkgoFlags("--ginkgo.", report)...)
+}
+
+// ginkgoArgs runs them in e.procs processes of e2e.test under the ginkgo
+// CLI, which runs the [Serial] specs alone at the end and merges the
+// processes' reports into one, as Kubernetes' hack/ginkgo-e2e.sh does.
+func (e env) ginkgoArgs(bin, kubeconfig, report string) []string {
+	args := append([]string{"--procs=" + strconv.Itoa(e.procs)}, e.ginkgoFlags("--", report)...)
+	args = append(args, bin, "--")
+	return append(args, e.e2eArgs(kubeconfig)...)
 }
 
 // sameImage pulls both references through the CRI at endpoint and wants
