@@ -21,7 +21,7 @@ type skipEntry struct{ pattern, reason string }
 func readSkipList(path string) ([]skipEntry, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read critest skip list: %w", err)
+		return nil, fmt.Errorf("read the list %s: %w", path, err)
 	}
 	return parseSkipList(b)
 }
@@ -36,7 +36,7 @@ func parseSkipList(b []byte) ([]skipEntry, error) {
 		}
 		pattern, reason, ok := strings.Cut(line, " | ")
 		if !ok || strings.TrimSpace(pattern) == "" || strings.TrimSpace(reason) == "" {
-			return nil, fmt.Errorf("critest skip list line %d: want \"REGEXP | reason\", got %q", n, line)
+			return nil, fmt.Errorf("list line %d: want \"REGEXP | reason\", got %q", n, line)
 		}
 		out = append(out, skipEntry{strings.TrimSpace(pattern), strings.TrimSpace(reason)})
 	}

@@ -5,6 +5,7 @@
 //	nstarget-matrix run --backend containerd-1.6 --suite bin/nstarget-conformance --critest bin/critest --out DIR
 //	nstarget-matrix compare DIR/critest-containerd-1.6-direct.xml DIR/critest-containerd-1.6-shim.xml
 //	nstarget-matrix report --docs docs/conformance.md DIR
+//	nstarget-matrix upstream --docs docs/conformance.md bin/node-conformance
 //
 // critest -benchmark is nstarget-bench's (nstarget-bench critest).
 //
@@ -35,6 +36,8 @@ func main() {
 		err = compareCmd(os.Args[2:])
 	case "report":
 		err = reportCmd(os.Args[2:])
+	case "upstream":
+		err = upstreamCmd(os.Args[2:])
 	default:
 		usage()
 	}
@@ -45,7 +48,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: nstarget-matrix run|compare|report [flags]")
+	fmt.Fprintln(os.Stderr, "usage: nstarget-matrix run|compare|report|upstream [flags]")
 	os.Exit(2)
 }
 

@@ -55,16 +55,22 @@ func reportCmd(args []string) error {
 		fmt.Print(block)
 		return nil
 	}
-	page, err := os.ReadFile(*docs)
+	return replaceBlock(*docs, beginMarker, endMarker, block)
+}
+
+// replaceBlock rewrites the markdown file at path with block (which begins
+// with begin and ends with end) in place of its block from begin to end.
+func replaceBlock(path, begin, end, block string) error {
+	page, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	i, j := bytes.Index(page, []byte(beginMarker)), bytes.Index(page, []byte(endMarker))
+	i, j := bytes.Index(page, []byte(begin)), bytes.Index(page, []byte(end))
 	if i < 0 || j < i {
-		return fmt.Errorf("%s has no %q ... %q block", *docs, beginMarker, endMarker)
+		return fmt.Errorf("%s has no %q ... %q block", path, begin, end)
 	}
-	out := append(append(append([]byte(nil), page[:i]...), block...), page[j+len(endMarker):]...)
-	return os.WriteFile(*docs, out, 0o644)
+	out := append(append(append([]byte(nil), page[:i]...), block...), page[j+len(end):]...)
+	return os.WriteFile(path, out, 0o644)
 }
 
 // runOrder sorts run names: by backend, direct before shim.
