@@ -30,7 +30,11 @@ const (
 // with namespace_options.pid = TARGET and target_id = app's container, and
 // the runtime must put it in app's PID namespace. Upstream's Ephemeral
 // Containers specs never set TargetContainerName; this one does.
-var _ = framework.SIGDescribe("node")("[cri-nstarget] Ephemeral Containers with a target", func() {
+//
+// Its label, cri-nstarget, is what make e2e-upstream selects in this
+// binary: importing k8s.io/kubernetes/test/e2e for its suite setup
+// registers some of upstream's specs here too.
+var _ = framework.SIGDescribe("node")(framework.WithLabel("cri-nstarget"), "Ephemeral Containers with a target", func() {
 	f := framework.NewDefaultFramework("nstarget-target")
 	f.NamespacePodSecurityLevel = admissionapi.LevelBaseline
 

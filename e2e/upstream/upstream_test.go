@@ -34,6 +34,10 @@ import (
 // the [sig-cli] kubectl debug ones, and the project's own (e2e/kubetest).
 const DefaultFocus = `\[sig-node\] Ephemeral Containers .*\[Conformance\]|\[sig-cli\] kubectl debug |\[cri-nstarget\]`
 
+// ProjectLabel is the ginkgo label of the project's own specs
+// (e2e/kubetest), and with brackets a tag in their text.
+const ProjectLabel = "cri-nstarget"
+
 // env is what make e2e-upstream (and make node-conformance) passes.
 type env struct {
 	kubeBin, etcd, shim, containerd string
@@ -221,13 +225,16 @@ func (e env) e2eTest(tmp string, kube *cluster.Cluster, mode string) ([]upstream
 	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
 		return nil, err
 	}
-	suites := []struct{ name, bin string }{{"e2e", filepath.Join(e.kubeBin, "e2e.test")}}
+	// The project's binary also holds the upstream specs that its import
+	// of k8s.io/kubernetes/test/e2e registers; its own carry the label.
+	type suite struct{ name, bin, labels string }
+	suites := []suite{{"e2e", filepath.Join(e.kubeBin, "e2e.test"), ""}}
 	if e.project != "" {
-		suites = append(suites, struct{ name, bin string }{"nstarget-e2e", e.project})
+		suites = append(suites, suite{"nstarget-e2e", e.project, ProjectLabel})
 	}
 	var all []upstream.Result
 	for _, s := range suites {
-		r, err := e.specs(s.name, s.bin, home, kube.Kubeconfig(), mode)
+		r, err := e.specs(s.name, s.bin, s.labels, home, kube.Kubeconfig(), mode)
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +245,7 @@ func (e env) e2eTest(tmp string, kube *cluster.Cluster, mode string) ([]upstream
 
 // specs runs one suite binary's specs; its log and JUnit report are kept in
 // e.out under the suite's name and the mode.
-func (e env) specs(name, bin, home, kubeconfig, mode string) ([]upstream.Result, error) {
+func (e env) specs(name, bin, labels, home, kubeconfig, mode string) ([]upstream.Result, error) {
 	report := filepath.Join(e.out, fmt.Sprintf("junit-%s-%s.xml", name, mode))
 	_ = os.Remove(report)
 	logPath := filepath.Join(e.out, fmt.Sprintf("%s-%s.log", name, mode))
@@ -249,9 +256,9 @@ func (e env) specs(name, bin, home, kubeconfig, mode string) ([]upstream.Result,
 	defer log.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout+5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, e.e2eTestArgs(kubeconfig, report)...)
+	cmd := exec.CommandContext(ctx, bin, e.e2eTestArgs(kubeconfig, labels, report)...)
 	if e.procs > 1 {
-		cmd = exec.CommandContext(ctx, filepath.Join(e.kubeBin, "ginkgo"), e.ginkgoArgs(bin, kubeconfig, report)...)
+		cmd = exec.CommandContext(ctx, filepath.Join(e.kubeBin, "ginkgo"), e.ginkgoArgs(bin, kubeconfig, labels, report)...)
 	}
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+home, "TMPDIR="+filepath.Join(home, "tmp"))
@@ -277,9 +284,10 @@ func (e env) e2eArgs(kubeconfig string) []string {
 	}
 }
 
-// ginkgoFlags are the specs' selection and report, as ginkgo's flags
-// (prefix "--ginkgo." when e2e.test runs alone, none for the ginkgo CLI).
-func (e env) ginkgoFlags(prefix, report string) []string {
+// ginkgoFlags are the specs' selection (the focus, the skip and a label
+// filter, unless "") and report, as ginkgo's flags (prefix "--ginkgo." when
+// e2e.test runs alone, none for the ginkgo CLI).
+func (e env) ginkgoFlags(prefix, labels, report string) []string {
 	flags := []string{
 		prefix + "focus=" + e.focus.String(),
 		prefix + "junit-report=" + report,
@@ -290,19 +298,22 @@ func (e env) ginkgoFlags(prefix, report string) []string {
 	if e.skip != "" {
 		flags = append(flags, prefix+"skip="+e.skip)
 	}
+	if labels != "" {
+		flags = append(flags, prefix+"label-filter="+labels)
+	}
 	return flags
 }
 
 // e2eTestArgs runs the specs in the suite binary's one process.
-func (e env) e2eTestArgs(kubeconfig, report string) []string {
-	return append(e.e2eArgs(kubeconfig), e.ginkgoFlags("--ginkgo.", report)...)
+func (e env) e2eTestArgs(kubeconfig, labels, report string) []string {
+	return append(e.e2eArgs(kubeconfig), e.ginkgoFlags("--ginkgo.", labels, report)...)
 }
 
 // ginkgoArgs runs them in e.procs processes of e2e.test under the ginkgo
 // CLI, which runs the [Serial] specs alone at the end and merges the
 // processes' reports into one, as Kubernetes' hack/ginkgo-e2e.sh does.
-func (e env) ginkgoArgs(bin, kubeconfig, report string) []string {
-	args := append([]string{"--procs=" + strconv.Itoa(e.procs)}, e.ginkgoFlags("--", report)...)
+func (e env) ginkgoArgs(bin, kubeconfig, labels, report string) []string {
+	args := append([]string{"--procs=" + strconv.Itoa(e.procs)}, e.ginkgoFlags("--", labels, report)...)
 	args = append(args, bin, "--")
 	return append(args, e.e2eArgs(kubeconfig)...)
 }
