@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,12 +234,24 @@ func (e env) e2eTest(tmp string, kube *cluster.Cluster, mode string) ([]upstream
 		suites = append(suites, suite{"nstarget-e2e", e.project, ProjectLabel})
 	}
 	var all []upstream.Result
+	seen := map[string]string{} // spec -> the suite that ran it
 	for _, s := range suites {
 		r, err := e.specs(s.name, s.bin, s.labels, home, kube.Kubeconfig(), mode)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, r...)
+		for _, res := range r {
+			// A report lists the specs its filter left out as skipped:
+			// only those with the label belong to a labelled suite.
+			if s.labels != "" && !strings.Contains(res.Spec, "["+s.labels+"]") {
+				continue
+			}
+			if first, ok := seen[res.Spec]; ok {
+				return nil, fmt.Errorf("%s ran in both %s and %s", res.Spec, first, s.name)
+			}
+			seen[res.Spec] = s.name
+			all = append(all, res)
+		}
 	}
 	return all, nil
 }
