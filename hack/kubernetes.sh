@@ -47,8 +47,13 @@ base_built() {
   local v
   v=$("$out/kubectl" version --client 2>/dev/null) && grep -q "^Client Version: $version$" <<<"$v"
 }
+# What --upstream-e2e adds beside e2e.test: each package's binary is named
+# after its last path element.
+extras=(k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+  k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo)
 extras_built() {
-  [ -x "$out/e2e.test" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/agnhost" ] && [ -x "$out/ginkgo" ]
+  [ -x "$out/e2e.test" ] || return 1
+  for p in "${extras[@]}"; do [ -x "$out/${p##*/}" ] || return 1; done
 }
 built() {
   base_built || return 1
@@ -106,8 +111,7 @@ fi
 if $upstream_e2e && ! extras_built; then
   echo "kubernetes: building what is missing of e2e.test, kube-controller-manager, kube-scheduler, agnhost, ginkgo $version" >&2
   pkgs=()
-  for p in k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo; do
+  for p in "${extras[@]}"; do
     [ -x "$out/${p##*/}" ] || pkgs+=("$p")
   done
   if [ ${#pkgs[@]} -gt 0 ]; then

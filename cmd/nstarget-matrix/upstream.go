@@ -71,15 +71,17 @@ func readUpstream(dir string, focus *regexp.Regexp) ([]upstream.Backend, string,
 	if err != nil || len(titlesFiles) == 0 {
 		return nil, "", fmt.Errorf("no %s/*/parity.txt (%v)", dir, err)
 	}
-	var backends []upstream.Backend
-	var titles []string
+	type run struct {
+		title   string // "containerd-2.4 (e2e.test and kubelet v1.37.2), 1h52m44s"
+		backend upstream.Backend
+	}
+	var runs []run
 	for _, f := range titlesFiles {
 		title, err := firstLine(f)
 		if err != nil {
 			return nil, "", err
 		}
 		label, _, _ := strings.Cut(title, " ")
-		b := upstream.Backend{Label: label}
 		var results [2][]upstream.Result
 		for i, mode := range []string{"direct", "shim"} {
 			x, err := os.ReadFile(filepath.Join(filepath.Dir(f), "junit-e2e-"+mode+".xml"))
@@ -90,14 +92,17 @@ func readUpstream(dir string, focus *regexp.Regexp) ([]upstream.Backend, string,
 				return nil, "", err
 			}
 		}
-		b.Rows = upstream.Pair(results[0], results[1])
-		backends = append(backends, b)
-		titles = append(titles, "- "+title+"\n")
+		runs = append(runs, run{title, upstream.Backend{Label: label, Rows: upstream.Pair(results[0], results[1])}})
 	}
-	// Newest backend first; a title begins with its backend's label.
-	sort.Slice(backends, func(i, j int) bool { return backends[i].Label > backends[j].Label })
-	sort.Sort(sort.Reverse(sort.StringSlice(titles)))
-	return backends, strings.Join(titles, ""), nil
+	// Newest backend first.
+	sort.Slice(runs, func(i, j int) bool { return runs[i].backend.Label > runs[j].backend.Label })
+	var backends []upstream.Backend
+	var titles strings.Builder
+	for _, r := range runs {
+		backends = append(backends, r.backend)
+		fmt.Fprintf(&titles, "- %s\n", r.title)
+	}
+	return backends, titles.String(), nil
 }
 
 func firstLine(path string) (string, error) {
