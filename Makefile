@@ -184,6 +184,8 @@ upstream_leg    = $(call kube_env,$(KUBERNETES_NEWEST)) NSTARGET_UPSTREAM_FOCUS=
 	NSTARGET_UPSTREAM_SKIP='$(UPSTREAM_SKIP)' NSTARGET_UPSTREAM_PROCS=$(UPSTREAM_PROCS) NSTARGET_UPSTREAM_TIMEOUT=$(UPSTREAM_TIMEOUT) \
 	NSTARGET_UPSTREAM_OUT=$(CURDIR)/$(UPSTREAM_OUT)/$(1) $(if $(PROJECT_E2E),NSTARGET_PROJECT_E2E=$(CURDIR)/$(PROJECT_E2E)) \
 	./hack/leg.sh e2e-upstream-$(1)
+# A run clears only its backends' results: a CONTAINERD2=0 run keeps 2.4's.
+upstream_dirs   = $(addprefix $(UPSTREAM_OUT)/,$(if $(filter 0,$(CONTAINERD2)),,containerd2) containerd16)
 .PHONY: e2e-upstream e2e-upstream-tools
 PROJECT_E2E    ?= bin/nstarget-e2e.test
 e2e-upstream-tools: deps build
@@ -191,17 +193,18 @@ e2e-upstream-tools: deps build
 	$(if $(PROJECT_E2E),KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --project-e2e $(PROJECT_E2E) >/dev/null)
 	./hack/etcd.sh >/dev/null
 e2e-upstream: e2e-upstream-tools
-	rm -rf $(UPSTREAM_OUT)
+	rm -rf $(upstream_dirs)
 	rc=0; \
 	$(if $(filter 0,$(CONTAINERD2)),,NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" $(call upstream_leg,containerd2) $(UPSTREAM_TEST) || rc=1;) \
 	$(call upstream_leg,containerd16) $(UPSTREAM_TEST) || rc=1; \
-	cat $(UPSTREAM_OUT)/*/parity.txt 2>/dev/null; exit $$rc
+	cat $(addsuffix /parity.txt,$(upstream_dirs)) 2>/dev/null; exit $$rc
 
 # Every [NodeConformance] spec of e2e.test $(KUBERNETES_NEWEST), the same way
 # (directly and through the shim, on both backends), in ginkgo's parallel
 # processes ([Serial] specs alone at the end), outside `make test`: about
-# 55 minutes per run, four runs (CONTAINERD2=0: 1.6's two). Specs that fail
-# directly need their reason in e2e/upstream/known-failures.txt. Tables:
+# 55 minutes per run, four runs (CONTAINERD2=0: 1.6's two, keeping 2.4's
+# results). Specs that fail directly need their reason in
+# e2e/upstream/known-failures.txt. Tables:
 # bin/node-conformance/BACKEND/parity.txt;
 # docs/conformance.md's table is made from them by
 #   bin/nstarget-matrix upstream --docs docs/conformance.md bin/node-conformance
