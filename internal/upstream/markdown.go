@@ -74,7 +74,7 @@ func Markdown(backends []Backend, reasons []Reason) (string, error) {
 	var errs []string
 	for _, s := range names {
 		fmt.Fprintf(&b, "| `%s` |", escapeCell(s))
-		var why []string // per backend: "LABEL: STATE directly, STATE through the shim: REASON"
+		var why []note
 		for _, be := range backends {
 			r, ok := specs[s][be.Label]
 			if !ok {
@@ -98,11 +98,15 @@ func Markdown(backends []Backend, reasons []Reason) (string, error) {
 				reason = "NO REASON RECORDED"
 				errs = append(errs, fmt.Sprintf("%s: %s is %s directly with no reason (%s)", be.Label, s, state(r.Direct), r.Direct.Message))
 			}
-			why = append(why, fmt.Sprintf("%s %s directly, %s through the shim: %s", be.Label, state(r.Direct), state(r.Shim), reason))
+			why = addNote(why, be.Label, fmt.Sprintf("%s directly, %s through the shim: %s", state(r.Direct), state(r.Shim), reason))
 		}
 		b.WriteString("\n")
 		if len(why) > 0 {
-			notes = append(notes, fmt.Sprintf("- `%s`: %s.", escapeCell(s), strings.Join(why, "; ")))
+			parts := make([]string, len(why))
+			for i, n := range why {
+				parts[i] = strings.Join(n.labels, " and ") + " " + n.text
+			}
+			notes = append(notes, fmt.Sprintf("- `%s`: %s.", escapeCell(s), strings.Join(parts, "; ")))
 		}
 	}
 	if len(notes) > 0 {
@@ -114,6 +118,25 @@ func Markdown(backends []Backend, reasons []Reason) (string, error) {
 		return b.String(), fmt.Errorf("%d specs unexplained or broken:\n%s", len(errs), strings.Join(errs, "\n"))
 	}
 	return b.String(), nil
+}
+
+// note is what befell one spec ("failed directly, failed through the
+// shim: REASON") on the backends named by labels.
+type note struct {
+	labels []string
+	text   string
+}
+
+// addNote adds label to the note with the same text, so that a spec which
+// fails alike on several backends has its reason written once.
+func addNote(notes []note, label, text string) []note {
+	for i := range notes {
+		if notes[i].text == text {
+			notes[i].labels = append(notes[i].labels, label)
+			return notes
+		}
+	}
+	return append(notes, note{[]string{label}, text})
 }
 
 func reasonFor(spec string, reasons []Reason) string {

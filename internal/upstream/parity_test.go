@@ -56,17 +56,20 @@ func TestMarkdown(t *testing.T) {
 		{"containerd-2.4", Pair(
 			[]Result{pass("a"), fail("b needs a cloud"), skip("c", "Only supported for providers [gce]")},
 			[]Result{pass("a"), fail("b needs a cloud"), skip("c", "Only supported for providers [gce]")})},
-		{"containerd-1.6", Pair([]Result{pass("a")}, []Result{pass("a")})},
+		{"containerd-1.6", Pair([]Result{pass("a"), fail("e needs a cloud")}, []Result{pass("a"), fail("e needs a cloud")})},
+		{"containerd-1.7", Pair([]Result{fail("e needs a cloud")}, []Result{fail("e needs a cloud")})},
 	}, reasons)
 	if err != nil {
 		t.Fatalf("explained and in parity, yet: %v", err)
 	}
 	for _, want := range []string{
 		"- containerd-2.4: 3 specs; 1 pass directly, 1 through the shim; parity holds.",
-		"| spec | containerd-2.4 direct / shim | time | containerd-1.6 direct / shim | time |",
-		"| `a` | passed / passed | 1s / 1s | passed / passed | 1s / 1s |",
-		"| `b needs a cloud` | failed / failed | 2s / 2s | absent | - |",
+		"| spec | containerd-2.4 direct / shim | time | containerd-1.6 direct / shim | time | containerd-1.7 direct / shim | time |",
+		"| `a` | passed / passed | 1s / 1s | passed / passed | 1s / 1s | absent | - |",
+		"| `b needs a cloud` | failed / failed | 2s / 2s | absent | - | absent | - |",
 		"- `b needs a cloud`: containerd-2.4 failed directly, failed through the shim: no cloud here.",
+		// A reason shared by backends is written once.
+		"- `e needs a cloud`: containerd-1.6 and containerd-1.7 failed directly, failed through the shim: no cloud here.",
 		"- `c`: containerd-2.4 skipped directly, skipped through the shim: skipped by the spec: Only supported for providers [gce].",
 	} {
 		if !strings.Contains(table, want+"\n") {
