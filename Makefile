@@ -96,6 +96,10 @@ integration: deps build h2spec-tool
 # (hack/containerd2.sh and hack/runc.sh build them once into
 # /var/cache/cri-nstarget): containerd $(CONTAINERD2_VERSION), runc 1.5.2.
 CONTAINERD2_VERSION ?= v2.4.2
+# CONTAINERD2=0 leaves out every containerd 2.x leg: $(call with_containerd2,X)
+# is X, or nothing then.
+CONTAINERD2 ?= 1
+with_containerd2 = $(if $(filter 0,$(CONTAINERD2)),,$(1))
 CONTAINERD2_BIN     := $$(CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd2.sh)/containerd
 RUNC2_BIN           := $$(./hack/runc.sh)/runc
 integration-containerd2: deps build h2spec-tool
@@ -144,7 +148,7 @@ kube_env = NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(1) ./hack/kubernetes
 	NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" NSTARGET_SHIM_BINARY=$(CURDIR)/$(BIN)
 E2E_TEST = $(GO) test -tags e2e -count=1 -v -timeout 15m ./e2e/
 .PHONY: e2e e2e-containerd16 e2e-containerd2 e2e-tools
-e2e: e2e-containerd16 $(if $(filter 0,$(CONTAINERD2)),,e2e-containerd2)
+e2e: e2e-containerd16 $(call with_containerd2,e2e-containerd2)
 # Both versions, one build at a time (each ~5 min from an empty cache).
 e2e-tools: deps build
 	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh >/dev/null
@@ -185,7 +189,7 @@ upstream_leg    = $(call kube_env,$(KUBERNETES_NEWEST)) NSTARGET_UPSTREAM_FOCUS=
 	NSTARGET_UPSTREAM_OUT=$(CURDIR)/$(UPSTREAM_OUT)/$(1) $(if $(PROJECT_E2E),NSTARGET_PROJECT_E2E=$(CURDIR)/$(PROJECT_E2E)) \
 	./hack/leg.sh e2e-upstream-$(1)
 # A run clears only its backends' results: a CONTAINERD2=0 run keeps 2.4's.
-upstream_dirs   = $(addprefix $(UPSTREAM_OUT)/,$(if $(filter 0,$(CONTAINERD2)),,containerd2) containerd16)
+upstream_dirs   = $(addprefix $(UPSTREAM_OUT)/,$(call with_containerd2,containerd2) containerd16)
 .PHONY: e2e-upstream e2e-upstream-tools
 PROJECT_E2E    ?= bin/nstarget-e2e.test
 e2e-upstream-tools: deps build
@@ -195,7 +199,7 @@ e2e-upstream-tools: deps build
 e2e-upstream: e2e-upstream-tools
 	rm -rf $(upstream_dirs)
 	rc=0; \
-	$(if $(filter 0,$(CONTAINERD2)),,NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" $(call upstream_leg,containerd2) $(UPSTREAM_TEST) || rc=1;) \
+	$(call with_containerd2,NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" $(call upstream_leg,containerd2) $(UPSTREAM_TEST) || rc=1;) \
 	$(call upstream_leg,containerd16) $(UPSTREAM_TEST) || rc=1; \
 	cat $(addsuffix /parity.txt,$(upstream_dirs)) 2>/dev/null; exit $$rc
 
@@ -216,10 +220,9 @@ node-conformance:
 
 # Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all).
 LEG = ./hack/leg.sh $@
-CONTAINERD2 ?= 1
 test: deps lint unit race fuzz install-check release-check integration conformance-ci e2e-containerd16 \
-	$(if $(filter 0,$(CONTAINERD2)),,integration-containerd2 integration-containerd2-update conformance-ci-containerd2 e2e-containerd2) \
-	e2e-upstream $(if $(filter 0,$(CONTAINERD2)),,node-e2e)
+	$(call with_containerd2,integration-containerd2 integration-containerd2-update conformance-ci-containerd2 e2e-containerd2) \
+	e2e-upstream $(call with_containerd2,node-e2e)
 
 run: deps build
 ifeq ($(CONTAINERD_ADDRESS),)
