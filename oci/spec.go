@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -128,6 +129,9 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 	if top == nil {
 		return nil, fmt.Errorf("decode spec: not a JSON object")
 	}
+	if err := exactKeys(top, "spec", "annotations", "mounts", "linux"); err != nil {
+		return nil, err
+	}
 	s, rawMounts, linux, err := decodeEditable(top)
 	if err != nil {
 		return nil, err
@@ -184,6 +188,9 @@ func decodeEditable(top map[string]json.RawMessage) (s *specs.Spec, rawMounts []
 		}
 	}
 	if linux != nil { // present and not null
+		if err := exactKeys(linux, "spec linux", "namespaces"); err != nil {
+			return nil, nil, nil, err
+		}
 		s.Linux = &specs.Linux{}
 		if b, ok := linux["namespaces"]; ok {
 			if err := json.Unmarshal(b, &s.Linux.Namespaces); err != nil {
@@ -211,6 +218,9 @@ func patchMounts(top map[string]json.RawMessage, raw []json.RawMessage, before, 
 		if err := json.Unmarshal(raw[i], &entry); err != nil || entry == nil {
 			return fmt.Errorf("decode spec mount %d: not a JSON object", i)
 		}
+		if err := exactKeys(entry, fmt.Sprintf("spec mount %d", i), "destination", "type", "source", "options"); err != nil {
+			return err
+		}
 		m := after[i]
 		for k, v := range map[string]any{"destination": m.Destination, "type": m.Type, "source": m.Source, "options": m.Options} {
 			if err := setField(entry, k, v, k == "destination" || !reflect.ValueOf(v).IsZero()); err != nil {
@@ -234,6 +244,21 @@ func patchMounts(top map[string]json.RawMessage, raw []json.RawMessage, before, 
 		raw = append(raw, b)
 	}
 	return setField(top, "mounts", raw, true)
+}
+
+// exactKeys refuses an object of which Patch rewrites the fields names when
+// it has a key that only case-folds to one of them, as "Linux" or
+// "annotationſ". Go decoders, runc's among them, read such a key as that
+// field, which Patch (exact keys) would neither see nor replace.
+func exactKeys(m map[string]json.RawMessage, what string, names ...string) error {
+	for k := range m {
+		for _, n := range names {
+			if k != n && strings.EqualFold(k, n) {
+				return fmt.Errorf("decode %s: key %q stands for %q; not patched", what, k, n)
+			}
+		}
+	}
+	return nil
 }
 
 func setField(m map[string]json.RawMessage, key string, v any, present bool) error {

@@ -194,3 +194,30 @@ func TestPatchMounts(t *testing.T) {
 		t.Errorf("unchanged mounts were re-encoded: %s %v", out, err)
 	}
 }
+
+// A key that only case-folds to a field Patch rewrites is that field to Go
+// decoders (runc's), so Patch refuses the spec rather than write the field
+// beside it.
+func TestPatchRefusesCaseVariantKeys(t *testing.T) {
+	shm := specs.Mount{Destination: "/dev/shm", Type: "bind", Source: "/pin/shm"}
+	for _, raw := range []string{
+		`{"Linux":{"namespaces":[{"type":"pid","path":"/proc/5/ns/pid"}]}}`,
+		`{"linux":{"nameSpaces":[{"type":"pid","path":"/proc/5/ns/pid"}]}}`,
+		`{"annotations":{"a":"b"},"annotationſ":{"c":"d"}}`,
+		`{"mounts":[{"destination":"/dev/shm","type":"tmpfs","source":"shm","Source":"/elsewhere"}]}`,
+	} {
+		var s specs.Spec
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if s.Linux == nil && len(s.Annotations) < 2 && (len(s.Mounts) == 0 || s.Mounts[0].Source != "/elsewhere") {
+			t.Fatalf("%s: encoding/json does not read the variant as the field: %+v", raw, s)
+		}
+		out, err := Patch([]byte(raw), func(*specs.Spec) ([]Opt, error) {
+			return []Opt{WithNamespacePath(specs.PIDNamespace, "/pin/pid"), WithAnnotation("k", "v"), WithMount(shm)}, nil
+		})
+		if err == nil || !strings.Contains(err.Error(), "stands for") {
+			t.Errorf("%s: patched to %s (err %v), want it refused", raw, out, err)
+		}
+	}
+}
