@@ -67,6 +67,7 @@ func runScript(req request) reply {
 	switch {
 	case ctx.Err() != nil:
 		rep.Error = fmt.Sprintf("timed out after %v", time.Duration(req.TimeoutMS)*time.Millisecond)
+		rep.TimedOut = true
 	case err == nil, errors.As(err, &exit), errors.Is(err, exec.ErrWaitDelay):
 		// It ran; its status says how it ended.
 	default:

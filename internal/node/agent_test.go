@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -93,6 +94,28 @@ func TestRunGivenUp(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the agent waited %v: the command outlived its timeout", d)
+	}
+}
+
+// The agent's timer starts after the host's, but may fire first on a busy
+// machine: its reply then arrives before ctx ends, and still means ctx's
+// deadline.
+func TestRunAgentTimedOutFirst(t *testing.T) {
+	host, guest := socketPair(t)
+	go func() {
+		line, _ := bufio.NewReader(guest).ReadBytes('\n')
+		var req request
+		if json.Unmarshal(line, &req) == nil {
+			b, _ := json.Marshal(reply{ID: req.ID, Code: 137, Error: "timed out after 1h0m0s", TimedOut: true})
+			guest.Write(append(b, '\n'))
+		}
+	}()
+	vm := &VM{port: host, rd: bufio.NewReader(host)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	res, err := vm.Run(ctx, "sleep 5")
+	if !errors.Is(err, context.DeadlineExceeded) || res.Code != 137 {
+		t.Fatalf("Run = %+v, %v; want code 137 and %v", res, err, context.DeadlineExceeded)
 	}
 }
 

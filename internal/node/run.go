@@ -68,6 +68,9 @@ func (v *VM) Run(ctx context.Context, script string) (Result, error) {
 			continue // a reply to a request given up on, or noise
 		}
 		res := Result{Stdout: rep.Stdout, Stderr: rep.Stderr, Code: rep.Code}
+		if rep.TimedOut { // ctx's deadline, met first by the agent's clock
+			return res, fmt.Errorf("run %q: %s: %w", script, rep.Error, context.DeadlineExceeded)
+		}
 		if rep.Error != "" {
 			return res, fmt.Errorf("run %q: %s", script, rep.Error)
 		}

@@ -23,4 +23,7 @@ type reply struct {
 	// Error says why the command did not run or did not finish (its
 	// timeout); Code is then -1 or the status it had when killed.
 	Error string `json:"error,omitempty"`
+	// TimedOut: the agent killed the command at the request's timeout, that
+	// is at the host's deadline, which may not have fired there yet.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
