@@ -129,9 +129,6 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 	if top == nil {
 		return nil, fmt.Errorf("decode spec: not a JSON object")
 	}
-	if err := exactKeys(top, "spec", "annotations", "mounts", "linux"); err != nil {
-		return nil, err
-	}
 	s, rawMounts, linux, err := decodeEditable(top)
 	if err != nil {
 		return nil, err
@@ -167,7 +164,11 @@ func Patch(raw []byte, edit func(*specs.Spec) ([]Opt, error)) ([]byte, error) {
 // decodeEditable decodes what options may edit of the spec whose top-level
 // fields are top: annotations, mounts (also as stored, rawMounts) and the
 // Linux namespaces; linux is the stored "linux" object, nil when absent.
+// A key that only case-folds to one of those fields is refused (exactKeys).
 func decodeEditable(top map[string]json.RawMessage) (s *specs.Spec, rawMounts []json.RawMessage, linux map[string]json.RawMessage, err error) {
+	if err := exactKeys(top, "spec", "annotations", "mounts", "linux"); err != nil {
+		return nil, nil, nil, err
+	}
 	s = &specs.Spec{}
 	if b, ok := top["annotations"]; ok {
 		if err := json.Unmarshal(b, &s.Annotations); err != nil {
@@ -246,10 +247,10 @@ func patchMounts(top map[string]json.RawMessage, raw []json.RawMessage, before, 
 	return setField(top, "mounts", raw, true)
 }
 
-// exactKeys refuses an object of which Patch rewrites the fields names when
-// it has a key that only case-folds to one of them, as "Linux" or
-// "annotationſ". Go decoders, runc's among them, read such a key as that
-// field, which Patch (exact keys) would neither see nor replace.
+// exactKeys refuses m when a key only case-folds to one of names, the fields
+// Patch rewrites in m, as "Linux" and "annotationſ" do: Go decoders, runc's
+// among them, read such a key as that field, which Patch (looking keys up
+// exactly) would neither see nor replace.
 func exactKeys(m map[string]json.RawMessage, what string, names ...string) error {
 	for k := range m {
 		for _, n := range names {
