@@ -18,15 +18,15 @@ import (
 )
 
 // BuildShim compiles cmd/cri-nstarget into dir and returns the binary's path.
-// moduleRoot is the repository root (where go.mod is). With tags (e.g.
-// "failpoints"), the binary is named after them.
+// moduleRoot is the repository root (where go.mod is). It builds as the
+// Makefile does (ShimTags); with more tags (e.g. "failpoints"), the binary
+// is named after them.
 func BuildShim(moduleRoot, dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "cri-nstarget")
-	args := []string{"build", "-o", bin}
 	if len(tags) > 0 {
 		bin += "-" + strings.Join(tags, "-")
-		args = []string{"build", "-tags", strings.Join(tags, ","), "-o", bin}
 	}
+	args := []string{"build", "-tags", strings.Join(append([]string{ShimTags}, tags...), ","), "-o", bin}
 	cmd := exec.Command("go", append(args, "./cmd/cri-nstarget")...)
 	cmd.Dir = moduleRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -34,6 +34,9 @@ func BuildShim(moduleRoot, dir string, tags ...string) (string, error) {
 	}
 	return bin, nil
 }
+
+// ShimTags are the build tags the Makefile builds the shim with (SHIM_TAGS).
+const ShimTags = "grpcnotrace"
 
 // BuildIPCProbe builds internal/ipcprobe, statically, into dir and returns
 // it as an image file, bin/ipcprobe.

@@ -2,24 +2,18 @@ package harness
 
 import (
 	"os"
-	"path/filepath"
+	"regexp"
 	"testing"
 )
 
-// MetricsAddr is the address of the last start's "serving metrics" line.
-func TestMetricsAddr(t *testing.T) {
-	log := filepath.Join(t.TempDir(), "shim.log")
-	if got := MetricsAddr(log); got != "" {
-		t.Errorf("no log: %q", got)
-	}
-	lines := `time="x" level=info msg="serving metrics" address="127.0.0.1:4001"
-time="x" level=info msg="serving CRI"
-time="x" level=info msg="serving metrics" address="127.0.0.1:4002"
-`
-	if err := os.WriteFile(log, []byte(lines), 0o644); err != nil {
+// The tests build the shim with the Makefile's tags, named there once.
+func TestShimTagsAreTheMakefiles(t *testing.T) {
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := MetricsAddr(log); got != "127.0.0.1:4002" {
-		t.Errorf("MetricsAddr = %q, want the last start's 127.0.0.1:4002", got)
+	m := regexp.MustCompile(`(?m)^SHIM_TAGS\s*:=\s*(\S+)\s*$`).FindSubmatch(b)
+	if m == nil || string(m[1]) != ShimTags {
+		t.Errorf("the Makefile's SHIM_TAGS is %q, ShimTags %q", m, ShimTags)
 	}
 }
