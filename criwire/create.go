@@ -9,8 +9,15 @@ import (
 
 // Field numbers of runtime/v1/api.proto (fields_test.go checks them).
 const (
-	createSandboxID = 1 // CreateContainerRequest.pod_sandbox_id
-	createConfig    = 2 // CreateContainerRequest.config
+	createSandboxID     = 1 // CreateContainerRequest.pod_sandbox_id
+	createConfig        = 2 // CreateContainerRequest.config
+	createSandboxConfig = 3 // CreateContainerRequest.sandbox_config
+
+	sandboxMetadata = 1 // PodSandboxConfig.metadata
+
+	podName      = 1 // PodSandboxMetadata.name
+	podUID       = 2 // PodSandboxMetadata.uid
+	podNamespace = 3 // PodSandboxMetadata.namespace
 
 	configMetadata    = 1  // ContainerConfig.metadata
 	configAnnotations = 10 // ContainerConfig.annotations
@@ -41,6 +48,14 @@ type Create struct {
 	// Namespaces is config.linux.security_context.namespace_options, nil
 	// where the request has none.
 	Namespaces *Namespaces
+	// Pod is sandbox_config.metadata: the pod as its client named it (a
+	// kubelet: the Pod object's namespace, name and uid).
+	Pod Pod
+}
+
+// Pod is a PodSandboxMetadata's name, uid and namespace.
+type Pod struct {
+	Name, UID, Namespace string
 }
 
 // Namespaces is a NamespaceOption's modes and target. Strings are the bytes
@@ -60,10 +75,29 @@ func ReadCreate(b []byte) (Create, error) {
 			c.SandboxID = string(f.val)
 		case f.bytes(createConfig):
 			return walk(f.val, c.config)
+		case f.bytes(createSandboxConfig):
+			return walk(f.val, c.sandboxConfig)
 		}
 		return nil
 	})
 	return c, err
+}
+
+func (c *Create) sandboxConfig(f field) error {
+	if !f.bytes(sandboxMetadata) {
+		return nil
+	}
+	return walk(f.val, func(f field) error {
+		switch {
+		case f.bytes(podName):
+			c.Pod.Name = string(f.val)
+		case f.bytes(podUID):
+			c.Pod.UID = string(f.val)
+		case f.bytes(podNamespace):
+			c.Pod.Namespace = string(f.val)
+		}
+		return nil
+	})
 }
 
 func (c *Create) config(f field) error {

@@ -68,8 +68,17 @@ func request(configs ...[]byte) []byte {
 	for _, c := range configs {
 		cs = append(cs, str(createConfig, string(c)))
 	}
-	return msg(str(createSandboxID, "sb1"), msg(cs...), sub(3, kv(6, "pod\xff", "x"), unknown()), unknown())
+	return msg(str(createSandboxID, "sb1"), msg(cs...), sandboxConfig, unknown())
 }
+
+// sandboxConfig is a PodSandboxConfig as kubelet sends one in a
+// CreateContainerRequest: its metadata (the pod), labels and unknown fields.
+var sandboxConfig = sub(createSandboxConfig,
+	sub(sandboxMetadata, str(podName, "web"), str(podUID, "0d6c"), str(podNamespace, "shop"), vint(4, 1), unknown()),
+	kv(6, "pod\xff", "x"), unknown())
+
+// web is the pod sandboxConfig names.
+var web = Pod{Name: "web", UID: "0d6c", Namespace: "shop"}
 
 // userns is a NamespaceOption.userns_options, kept whatever the rewrite.
 var userns = sub(5, vint(1, 1), sub(2, vint(1, 0), vint(2, 100000), vint(3, 65536)))
@@ -81,30 +90,35 @@ func TestReadCreate(t *testing.T) {
 		want Create
 	}{
 		{"pid TARGET", request(config(msg(vint(nsPID, 3), str(nsTargetID, "app"), userns, unknown()))),
-			Create{"sb1", "debugger", 3, &Namespaces{PID: 3, TargetID: "app"}}},
-		{"no namespace_options", request(config(nil)), Create{"sb1", "debugger", 3, nil}},
-		{"empty namespace_options", request(config(msg())), Create{"sb1", "debugger", 3, &Namespaces{}}},
+			Create{"sb1", "debugger", 3, &Namespaces{PID: 3, TargetID: "app"}, web}},
+		{"no namespace_options", request(config(nil)), Create{"sb1", "debugger", 3, nil, web}},
+		{"empty namespace_options", request(config(msg())), Create{"sb1", "debugger", 3, &Namespaces{}, web}},
 		{"no config", msg(str(createSandboxID, "sb1")), Create{SandboxID: "sb1"}},
 		{"ipc TARGET, unknown network mode", request(config(msg(vint(nsNetwork, 9), vint(nsIPC, 3), str(nsTargetID, "app")))),
-			Create{"sb1", "debugger", 3, &Namespaces{Network: 9, IPC: 3, TargetID: "app"}}},
+			Create{"sb1", "debugger", 3, &Namespaces{Network: 9, IPC: 3, TargetID: "app"}, web}},
 		{"a negative mode, as protobuf decodes an int32", request(config(msg(vint(nsPID, uint64(1<<64-1))))),
-			Create{"sb1", "debugger", 3, &Namespaces{PID: -1}}},
+			Create{"sb1", "debugger", 3, &Namespaces{PID: -1}, web}},
 		{"a mode past 32 bits is truncated, as protobuf does", request(config(msg(vint(nsPID, 1<<32|3)))),
-			Create{"sb1", "debugger", 3, &Namespaces{PID: 3}}},
+			Create{"sb1", "debugger", 3, &Namespaces{PID: 3}, web}},
 		// protobuf: the last scalar wins, messages merge
 		{"configs merged", request(
 			config(msg(vint(nsPID, 3), str(nsTargetID, "first"))),
 			msg(sub(configMetadata, str(metadataName, "second")), sub(configLinux, sub(linuxSecurityContext, sub(securityNamespaces, vint(nsIPC, 3))))),
 			msg(sub(configLinux, sub(linuxSecurityContext, sub(securityNamespaces, str(nsTargetID, "last")))))),
-			Create{"sb1", "second", 3, &Namespaces{PID: 3, IPC: 3, TargetID: "last"}}},
+			Create{"sb1", "second", 3, &Namespaces{PID: 3, IPC: 3, TargetID: "last"}, web}},
 		{"repeated scalar: the last wins", request(config(msg(vint(nsPID, 3), vint(nsPID, 1), str(nsTargetID, "a"), str(nsTargetID, "b")))),
-			Create{"sb1", "debugger", 3, &Namespaces{PID: 1, TargetID: "b"}}},
+			Create{"sb1", "debugger", 3, &Namespaces{PID: 1, TargetID: "b"}, web}},
 		// a known field with another wire type is an unknown field
 		{"wire types that do not match", request(config(msg(str(nsPID, "\x03"), vint(nsTargetID, 5), vint(nsIPC, 3)))),
-			Create{"sb1", "debugger", 3, &Namespaces{IPC: 3}}},
+			Create{"sb1", "debugger", 3, &Namespaces{IPC: 3}, web}},
 		{"config as a varint is unknown", msg(str(createSandboxID, "sb1"), vint(createConfig, 1)), Create{SandboxID: "sb1"}},
-		{"strings that are not UTF-8", msg(str(createSandboxID, "sb\xff"), sub(createConfig, sub(configMetadata, str(metadataName, "n\xfe")))),
-			Create{SandboxID: "sb\xff", Name: "n\xfe"}},
+		{"strings that are not UTF-8", msg(str(createSandboxID, "sb\xff"), sub(createConfig, sub(configMetadata, str(metadataName, "n\xfe"))),
+			sub(createSandboxConfig, sub(sandboxMetadata, str(podName, "p\xfe"), str(podNamespace, "\xff")))),
+			Create{SandboxID: "sb\xff", Name: "n\xfe", Pod: Pod{Name: "p\xfe", Namespace: "\xff"}}},
+		// the pod, as protobuf reads it: the last scalar wins, messages merge
+		{"sandbox configs merged", msg(sandboxConfig, sub(createSandboxConfig, sub(sandboxMetadata, str(podName, "api")))),
+			Create{Pod: Pod{Name: "api", UID: "0d6c", Namespace: "shop"}}},
+		{"metadata as a varint is unknown", msg(sub(createSandboxConfig, vint(sandboxMetadata, 1))), Create{}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			got, err := ReadCreate(tc.in)

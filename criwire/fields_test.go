@@ -20,6 +20,11 @@ func TestFieldNumbers(t *testing.T) {
 	}{
 		{&runtimeapi.CreateContainerRequest{}, "pod_sandbox_id", createSandboxID, protoreflect.StringKind},
 		{&runtimeapi.CreateContainerRequest{}, "config", createConfig, protoreflect.MessageKind},
+		{&runtimeapi.CreateContainerRequest{}, "sandbox_config", createSandboxConfig, protoreflect.MessageKind},
+		{&runtimeapi.PodSandboxConfig{}, "metadata", sandboxMetadata, protoreflect.MessageKind},
+		{&runtimeapi.PodSandboxMetadata{}, "name", podName, protoreflect.StringKind},
+		{&runtimeapi.PodSandboxMetadata{}, "uid", podUID, protoreflect.StringKind},
+		{&runtimeapi.PodSandboxMetadata{}, "namespace", podNamespace, protoreflect.StringKind},
 		{&runtimeapi.ContainerConfig{}, "metadata", configMetadata, protoreflect.MessageKind},
 		{&runtimeapi.ContainerConfig{}, "annotations", configAnnotations, protoreflect.MessageKind},
 		{&runtimeapi.ContainerConfig{}, "linux", configLinux, protoreflect.MessageKind},

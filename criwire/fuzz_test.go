@@ -112,6 +112,9 @@ func hasConfig(b []byte) bool {
 
 func fromTyped(r *runtimeapi.CreateContainerRequest) Create {
 	c := Create{SandboxID: r.GetPodSandboxId(), Name: r.GetConfig().GetMetadata().GetName(), Attempt: r.GetConfig().GetMetadata().GetAttempt()}
+	if md := r.GetSandboxConfig().GetMetadata(); md != nil {
+		c.Pod = Pod{Name: md.GetName(), UID: md.GetUid(), Namespace: md.GetNamespace()}
+	}
 	if ns := r.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions(); ns != nil {
 		c.Namespaces = &Namespaces{Network: ns.GetNetwork(), PID: ns.GetPid(), IPC: ns.GetIpc(), TargetID: ns.GetTargetId()}
 	}
@@ -119,7 +122,7 @@ func fromTyped(r *runtimeapi.CreateContainerRequest) Create {
 }
 
 func equalCreate(a, b Create) bool {
-	if a.SandboxID != b.SandboxID || a.Name != b.Name || a.Attempt != b.Attempt || (a.Namespaces == nil) != (b.Namespaces == nil) {
+	if a.SandboxID != b.SandboxID || a.Name != b.Name || a.Attempt != b.Attempt || a.Pod != b.Pod || (a.Namespaces == nil) != (b.Namespaces == nil) {
 		return false
 	}
 	return a.Namespaces == nil || *a.Namespaces == *b.Namespaces

@@ -41,7 +41,7 @@ func fields(m []byte) ([]field, error) {
 	return fs, nil
 }
 
-// is reports whether f is field num declared length-delimited (a string or
+// bytes reports whether f is field num declared length-delimited (a string or
 // a message): with another wire type, protobuf keeps it as an unknown field.
 func (f field) bytes(num protowire.Number) bool {
 	return f.num == num && f.typ == protowire.BytesType

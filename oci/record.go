@@ -20,12 +20,25 @@ const (
 
 // Record is what the shim did for one container.
 type Record struct {
-	Target     string                     `json:"target"`
+	Target string `json:"target"` // the target container's id
+	// TargetName is the target container's name, and Pod the pod of both,
+	// as the client named them (a kubelet: the Pod object): what the
+	// shim's Events on the pod say at start. Empty in records written
+	// before they were added.
+	TargetName string                     `json:"targetName,omitempty"`
+	Pod        *Pod                       `json:"pod,omitempty"`
 	Namespaces map[string]NamespaceRecord `json:"namespaces"`
 	// Via is how the spec was written: "nri" (in the runtime's own
 	// CreateContainer, through its NRI) or "update" (through its API after
 	// CreateContainer).
 	Via string `json:"via,omitempty"`
+}
+
+// Pod is a pod sandbox's metadata as its client gave it.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
 }
 
 // NamespaceRecord is the outcome for one namespace type ("pid", "ipc").
