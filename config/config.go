@@ -26,6 +26,10 @@ import (
 // DefaultPath is the configuration file read when --config is not given.
 const DefaultPath = "/etc/cri-nstarget/config.toml"
 
+// DefaultEventsKubeconfig is the kubelet's kubeconfig where kubeadm (and
+// most installers) put it: the identity that posts the shim's Events.
+const DefaultEventsKubeconfig = "/etc/kubernetes/kubelet.conf"
+
 // Config is every setting of cri-nstarget. The toml tag is the key in the
 // file; the flag is the key with '-' for '_'; the comment tag is the flag's
 // usage and the comment above the key in `cri-nstarget config default`.
@@ -44,6 +48,7 @@ type Config struct {
 	SocketGroup         string   `toml:"socket_group" comment:"group (name or gid) given the CRI socket, so its members can use crictl; the socket must then be outside state_dir (mode 0700); empty: root only"`
 	TargetingVia        string   `toml:"targeting_via" comment:"how a targeted container's spec is written: auto (through containerd's NRI where it adjusts namespaces, containerd 2.2+; else through containerd's API after CreateContainer), nri (NRI only: TARGET creates fail while it is not usable) or update"`
 	NRISocket           string   `toml:"nri_socket" comment:"containerd's NRI socket (targeting_via auto or nri)"`
+	EventsKubeconfig    string   `toml:"events_kubeconfig" comment:"kubeconfig whose identity posts an Event on the pod of every container that asks for TARGET, saying whether it joined its target (kubectl describe pod shows it); by default the kubelet's own, read when the first event is due and again when it changes; empty: no events"`
 }
 
 // Default is the configuration without a file or flags.
@@ -60,6 +65,7 @@ func Default() Config {
 		ShutdownTimeout:     Duration(10 * time.Second),
 		TargetingVia:        "auto",
 		NRISocket:           "/var/run/nri/nri.sock",
+		EventsKubeconfig:    DefaultEventsKubeconfig,
 	}
 }
 
@@ -289,6 +295,9 @@ func (c Config) problems() []problem {
 	}
 	if c.TargetingVia != "update" {
 		add("nri_socket", unixPath(c.NRISocket))
+	}
+	if c.EventsKubeconfig != "" && !filepath.IsAbs(c.EventsKubeconfig) {
+		add("events_kubeconfig", fmt.Errorf("%q is not an absolute path (empty: no events)", c.EventsKubeconfig))
 	}
 	return ps
 }

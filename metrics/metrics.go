@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/events"
 )
 
 const namespace = "cri_nstarget"
@@ -33,6 +35,7 @@ type Recorder struct {
 	duration  *prometheus.HistogramVec
 	targeting *prometheus.CounterVec
 	path      *prometheus.GaugeVec
+	events    *prometheus.CounterVec
 	methods   map[string]*series // by full method name; read-only after New
 	unknown   *series
 }
@@ -70,7 +73,17 @@ func New(version string) *Recorder {
 			Help: "How targeted containers' specs are written now: 1 for the path in use, nri (in containerd's CreateContainer, " +
 				"through NRI) or update (through containerd's API afterwards), 0 for the other.",
 		}, []string{"path"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "events_total",
+			Help: "Events on pods saying whether a container joined its target: result sent (reason none) or dropped, " +
+				"and why (queue_full, shutdown, no_kubeconfig, bad_kubeconfig, pod_not_found, unauthorized, forbidden, rejected, unreachable).",
+		}, []string{"result", "reason"}),
 		methods: map[string]*series{},
+	}
+	// every series from the start, at 0: alerts on a rate see the first drop
+	r.events.WithLabelValues(events.ResultSent, events.ReasonNone)
+	for _, reason := range events.Reasons {
+		r.events.WithLabelValues(events.ResultDropped, reason)
 	}
 	for _, sd := range []grpc.ServiceDesc{runtimeapi.RuntimeService_ServiceDesc, runtimeapi.ImageService_ServiceDesc} {
 		for _, m := range sd.Methods {
@@ -85,7 +98,7 @@ func New(version string) *Recorder {
 		Namespace: namespace, Name: "build_info", Help: "Always 1; the labels say which build runs.",
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	r.reg.MustRegister(r.requests, r.duration, r.targeting, r.path, build,
+	r.reg.MustRegister(r.requests, r.duration, r.targeting, r.path, r.events, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
@@ -115,6 +128,11 @@ func (r *Recorder) Call(method string, code codes.Code, d time.Duration) {
 // Targeting records one targeting decision for one namespace.
 func (r *Recorder) Targeting(namespace, stage, result, reason string) {
 	r.targeting.WithLabelValues(namespace, stage, result, reason).Inc()
+}
+
+// Event counts one Event on a pod: sent, or dropped and why (package events).
+func (r *Recorder) Event(result, reason string) {
+	r.events.WithLabelValues(result, reason).Inc()
 }
 
 // TargetingPath shows via ("nri" or "update") as the path in use.

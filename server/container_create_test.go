@@ -45,7 +45,8 @@ func pidTarget(id string) *runtimeapi.NamespaceOption {
 func (r *rig) addTarget(id, sandbox string, state runtimeapi.ContainerState) {
 	r.backend.mu.Lock()
 	defer r.backend.mu.Unlock()
-	r.backend.containers = append(r.backend.containers, &runtimeapi.Container{Id: id, PodSandboxId: sandbox, State: state})
+	r.backend.containers = append(r.backend.containers, &runtimeapi.Container{Id: id, PodSandboxId: sandbox, State: state,
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"}})
 }
 
 func (r *rig) create(t *testing.T, req *runtimeapi.CreateContainerRequest) (string, error) {

@@ -73,6 +73,8 @@ func (t *targeter) pinnedID(ctx context.Context, id string) (string, error) {
 // pinned at pin still has an init, so that the container can join it. If
 // not, the container falls back to the pod's PID namespace (its spec is
 // pointed back at the pod's path its record kept) or, strict, is removed.
+// Either way the pod gets a Warning Event, or the kubelet's own Failed one
+// with the refusal.
 func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
 	live, err := t.hasInit(pin)
 	if err == nil && live {
@@ -84,30 +86,50 @@ func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
 	}
 	if t.strict {
 		t.report.targeting(string(namespaces.PID), "start", resultRefused, why)
+		name, targetName := t.names(ctx, id)
+		target, ref := targetNames(targetName)
 		t.recon.discardID(ctx, id)
-		return preconditionf("container %q: strict targeting: %s; the container was removed", id, reason)
+		return preconditionf("strict targeting: container %s cannot start in the pid namespace of %s: %s (%s: %s); the container was removed",
+			name, ref, inWords(why, "start", target, name), why, reason)
 	}
-	var target string
+	var rec oci.Record
+	var name string
 	err = t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
-		rec, ok, err := oci.ParseRecord(spec.Annotations)
+		r, ok, err := oci.ParseRecord(spec.Annotations)
 		if err != nil {
 			return nil, err
 		}
-		r := rec.Namespaces[string(namespaces.PID)]
-		if !ok || r.PodPath == "" {
+		ns := r.Namespaces[string(namespaces.PID)]
+		if !ok || ns.PodPath == "" {
 			return nil, fmt.Errorf("no pod PID namespace recorded to fall back to")
 		}
-		target = rec.Target
-		r.Result, r.Stage, r.Reason, r.ReasonKind = oci.Fallback, "start", reason, string(why)
-		rec.Namespaces[string(namespaces.PID)] = r
-		return []oci.Opt{oci.WithNamespacePath(specs.PIDNamespace, r.PodPath), oci.WithRecord(rec)}, nil
+		ns.Result, ns.Stage, ns.Reason, ns.ReasonKind = oci.Fallback, "start", reason, string(why)
+		r.Namespaces[string(namespaces.PID)] = ns
+		rec, name = r, spec.Annotations[criNameAnnotation]
+		return []oci.Opt{oci.WithNamespacePath(specs.PIDNamespace, ns.PodPath), oci.WithRecord(r)}, nil
 	})
 	if err != nil {
 		t.report.targeting(string(namespaces.PID), "start", resultRefused, whySpecNotUpdated(err))
 		return preconditionf("container %q: %s, and falling back to the pod's PID namespace failed: %w", id, reason, err)
 	}
 	t.report.targeting(string(namespaces.PID), "start", oci.Fallback, why)
-	t.log.WithFields(logrus.Fields{"container": id, "target": target, "namespace": "pid", "reason": reason, "reason_kind": why}).
+	t.log.WithFields(logrus.Fields{"container": id, "target": rec.Target, "namespace": "pid", "reason": reason, "reason_kind": why}).
 		Warn("targeting fell back to the pod's namespace at start")
+	t.report.event(name, "start", rec)
 	return nil
+}
+
+// names are container id's name (or its id) and its target's ("" when not
+// known), as its spec records them.
+func (t *targeter) names(ctx context.Context, id string) (name, target string) {
+	name = id
+	spec, err := t.specs.Spec(ctx, id)
+	if err != nil {
+		return name, ""
+	}
+	if n := spec.Annotations[criNameAnnotation]; n != "" {
+		name = n
+	}
+	r, _, _ := oci.ParseRecord(spec.Annotations)
+	return name, r.TargetName
 }

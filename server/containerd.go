@@ -61,41 +61,61 @@ func (c containerdAPI) TaskPID(ctx context.Context, id string) (uint32, error) {
 // with that id: none at all, a pod sandbox's, or one made outside the CRI.
 var errNotCRIContainer = errors.New("no such CRI container")
 
-// CRIContainer returns the pod sandbox of the CRI container with the full id
-// id, read from containerd's own metadata (one read; the CRI's
-// ListContainers costs more). The sandbox is the one the CRI plugin wrote in
-// the container's spec (annotation io.kubernetes.cri.sandbox-id, containerd
-// 1.6 and 2.x alike).
-func (c containerdAPI) CRIContainer(ctx context.Context, id string) (string, error) {
+// criContainer is what containerd's own metadata tells of a CRI container.
+type criContainer struct {
+	Sandbox string // its pod sandbox's id
+	Name    string // its name in the CRI (config.metadata.name); "" if not recorded
+}
+
+// CRIContainer returns the pod sandbox and name of the CRI container with
+// the full id id, read from containerd's own metadata (one read; the CRI's
+// ListContainers costs more). Both are what the CRI plugin wrote in the
+// container's spec (annotations io.kubernetes.cri.sandbox-id and
+// io.kubernetes.cri.container-name, containerd 1.6 and 2.x alike).
+func (c containerdAPI) CRIContainer(ctx context.Context, id string) (criContainer, error) {
 	resp, err := c.containers.Get(c.withNamespace(ctx), &containers.GetContainerRequest{ID: id})
 	if status.Code(err) == codes.NotFound {
-		return "", fmt.Errorf("containerd container %q: %w", id, errNotCRIContainer)
+		return criContainer{}, fmt.Errorf("containerd container %q: %w", id, errNotCRIContainer)
 	}
 	if err != nil {
-		return "", fmt.Errorf("containerd container %q: %w", id, err)
+		return criContainer{}, fmt.Errorf("containerd container %q: %w", id, err)
 	}
 	ctr := resp.GetContainer()
 	if ctr.GetLabels()[criKindLabel] != "container" {
-		return "", fmt.Errorf("containerd container %q is not a CRI container (kind %q): %w", id, ctr.GetLabels()[criKindLabel], errNotCRIContainer)
+		return criContainer{}, fmt.Errorf("containerd container %q is not a CRI container (kind %q): %w", id, ctr.GetLabels()[criKindLabel], errNotCRIContainer)
 	}
 	var spec struct {
 		Annotations map[string]string `json:"annotations"`
 	}
 	if err := json.Unmarshal(ctr.GetSpec().GetValue(), &spec); err != nil {
-		return "", fmt.Errorf("containerd container %q: decode spec: %w", id, err)
+		return criContainer{}, fmt.Errorf("containerd container %q: decode spec: %w", id, err)
 	}
 	sandbox := spec.Annotations[criSandboxAnnotation]
 	if sandbox == "" {
-		return "", fmt.Errorf("containerd container %q has no %s annotation", id, criSandboxAnnotation)
+		return criContainer{}, fmt.Errorf("containerd container %q has no %s annotation", id, criSandboxAnnotation)
 	}
-	return sandbox, nil
+	return criContainer{Sandbox: sandbox, Name: spec.Annotations[criNameAnnotation]}, nil
 }
 
 // What containerd's CRI plugin marks its objects with.
 const (
 	criKindLabel         = "io.cri-containerd.kind"
 	criSandboxAnnotation = "io.kubernetes.cri.sandbox-id"
+	criNameAnnotation    = "io.kubernetes.cri.container-name"
 )
+
+// Spec reads the OCI spec containerd stores for container id.
+func (c containerdAPI) Spec(ctx context.Context, id string) (*specs.Spec, error) {
+	resp, err := c.containers.Get(c.withNamespace(ctx), &containers.GetContainerRequest{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("containerd container %q: %w", id, err)
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(resp.GetContainer().GetSpec().GetValue(), &spec); err != nil {
+		return nil, fmt.Errorf("containerd container %q: decode spec: %w", id, err)
+	}
+	return &spec, nil
+}
 
 // EditSpec rewrites the OCI spec containerd stores for container id, through
 // oci.Patch so that only what the options touch changes.

@@ -143,13 +143,13 @@ func TestTaskPID(t *testing.T) {
 // labels the container carries: one that is not UTF-8 does not stop it.
 func TestCRIContainer(t *testing.T) {
 	f, api := newFakeContainerd(t)
-	spec := &specs.Spec{Annotations: map[string]string{criSandboxAnnotation: "sb1"}}
+	spec := &specs.Spec{Annotations: map[string]string{criSandboxAnnotation: "sb1", criNameAnnotation: "app"}}
 	f.ctrs["app"] = &containers.Container{ID: "app", Labels: map[string]string{criKindLabel: "container", "odd": "~X4~"}, Spec: specAny(t, spec)}
 	f.ctrs["pod"] = &containers.Container{ID: "pod", Labels: map[string]string{criKindLabel: "sandbox"}, Spec: specAny(t, spec)}
 	f.ctrs["bare"] = &containers.Container{ID: "bare", Labels: map[string]string{criKindLabel: "container"}, Spec: specAny(t, &specs.Spec{})}
 	ctx := context.Background()
-	if sb, err := api.CRIContainer(ctx, "app"); sb != "sb1" || err != nil {
-		t.Errorf("CRI container with a label that is not UTF-8: %q, %v", sb, err)
+	if c, err := api.CRIContainer(ctx, "app"); c != (criContainer{Sandbox: "sb1", Name: "app"}) || err != nil {
+		t.Errorf("CRI container with a label that is not UTF-8: %+v, %v", c, err)
 	}
 	for _, id := range []string{"pod", "none"} {
 		if _, err := api.CRIContainer(ctx, id); !errors.Is(err, errNotCRIContainer) {

@@ -66,6 +66,9 @@ type Options struct {
 	TargetingVia string
 	// NRISocket is containerd's NRI socket.
 	NRISocket string
+	// Events takes the Events on pods that say whether a container joined
+	// its target (package events); nil: none.
+	Events EventSink
 }
 
 // Server is the CRI proxy: one grpc.Server whose every CRI method forwards
@@ -94,6 +97,7 @@ func New(opts Options) *Server {
 		pins.New(filepath.Join(opts.StateDir, "pins")), intents.New(filepath.Join(opts.StateDir, "intents")),
 		opts.Strict, opts.Log, opts.Metrics)
 	s.target.lookup = api
+	s.target.report.events = opts.Events
 	if opts.TargetingVia != ViaUpdate {
 		s.useNRI(opts.NRISocket, opts.TargetingVia == ViaNRI)
 	}

@@ -285,7 +285,8 @@ type fakeSpecs struct {
 func (f *fakeSpecs) made() *specs.Spec {
 	s := &specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
 		{Type: specs.PIDNamespace, Path: "/proc/42/ns/pid"}, {Type: specs.IPCNamespace, Path: "/proc/42/ns/ipc"}}},
-		Mounts: []specs.Mount{{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue"}, f.podShm()}}
+		Mounts:      []specs.Mount{{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue"}, f.podShm()},
+		Annotations: map[string]string{criNameAnnotation: "debugger"}}
 	if f.userns != "" {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace, Path: f.userns})
 	}
@@ -299,6 +300,24 @@ func (f *fakeSpecs) podShm() specs.Mount {
 		src = "/nonexistent/sandboxes/sb1/shm"
 	}
 	return specs.Mount{Destination: "/dev/shm", Type: "bind", Source: src, Options: []string{"rbind", "rprivate", "rw"}}
+}
+
+// Spec is the spec EditSpec would edit, as it is now.
+func (f *fakeSpecs) Spec(ctx context.Context, id string) (*specs.Spec, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	s, ok := f.specs[id]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "container %q", id)
+	}
+	c := *s
+	return &c, nil
 }
 
 // EditSpec fails, as a containerd client would, when ctx is done.

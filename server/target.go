@@ -32,12 +32,13 @@ type (
 		TaskPID(ctx context.Context, id string) (uint32, error)
 	}
 	// criContainers finds a CRI container by its full id in containerd's
-	// own metadata: its pod sandbox, or errNotCRIContainer.
+	// own metadata: its pod sandbox and name, or errNotCRIContainer.
 	criContainers interface {
-		CRIContainer(ctx context.Context, id string) (string, error)
+		CRIContainer(ctx context.Context, id string) (criContainer, error)
 	}
 	specEditor interface {
 		EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error
+		Spec(ctx context.Context, id string) (*specs.Spec, error)
 	}
 	pinStore interface {
 		Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
@@ -83,7 +84,7 @@ type targeter struct {
 // caller's (InvalidArgument, NotFound, FailedPrecondition); whatever keeps
 // targeting from being honoured otherwise becomes a fallback in the outcome.
 func (t *targeter) prepare(ctx context.Context, req criwire.Create, p *plan) (*outcome, error) {
-	o := &outcome{name: req.Name, rec: oci.Record{Target: p.target, Namespaces: map[string]oci.NamespaceRecord{}}}
+	o := &outcome{name: req.Name, rec: oci.Record{Target: p.target, Pod: podOf(req.Pod), Namespaces: map[string]oci.NamespaceRecord{}}}
 	for _, u := range p.unknown {
 		o.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
 			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
@@ -102,7 +103,7 @@ func (t *targeter) prepare(ctx context.Context, req criwire.Create, p *plan) (*o
 	if err != nil {
 		return nil, err
 	}
-	o.rec.Target, o.sandbox = tc.GetId(), tc.GetPodSandboxId()
+	o.rec.Target, o.rec.TargetName, o.sandbox = tc.GetId(), tc.GetMetadata().GetName(), tc.GetPodSandboxId()
 	pid, f := t.targetPID(ctx, tc, p.target, early)
 	if f == nil {
 		f = o.open(pid, p.kinds, t.openNS)
@@ -113,6 +114,15 @@ func (t *targeter) prepare(ctx context.Context, req criwire.Create, p *plan) (*o
 		}
 	}
 	return o, nil
+}
+
+// podOf is the pod a request's sandbox_config names, for the record; nil
+// when it names none.
+func podOf(p criwire.Pod) *oci.Pod {
+	if p == (criwire.Pod{}) {
+		return nil
+	}
+	return &oci.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 }
 
 type pidAnswer struct {
@@ -209,13 +219,14 @@ func (t *targeter) resolveTarget(ctx context.Context, req criwire.Create, id str
 // prefix, or containerd's API failing, goes through the backend's CRI.
 func (t *targeter) findTarget(ctx context.Context, name, id string) (*runtimeapi.Container, error) {
 	if t.lookup != nil && isFullID(id) {
-		pod, err := t.lookup.CRIContainer(ctx, id)
+		c, err := t.lookup.CRIContainer(ctx, id)
 		switch {
 		case errors.Is(err, errNotCRIContainer):
 			return nil, nil
 		case err == nil:
 			// RUNNING as far as the CRI goes: the task's state decides
-			return &runtimeapi.Container{Id: id, PodSandboxId: pod, State: runtimeapi.ContainerState_CONTAINER_RUNNING}, nil
+			return &runtimeapi.Container{Id: id, PodSandboxId: c.Sandbox, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name},
+				State: runtimeapi.ContainerState_CONTAINER_RUNNING}, nil
 		}
 		t.log.WithError(err).WithField("target", id).Debug("resolve the target through containerd's API; through its CRI instead")
 	}

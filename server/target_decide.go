@@ -231,7 +231,23 @@ func (t *targeter) strictErr(o *outcome) error {
 		t.report.targeting(f.kind, "create", resultRefused, f.why)
 	}
 	f := o.fails[0]
-	return coded(f.code, "container %q: strict targeting: the %s namespace of target %q cannot be joined: %s", o.name, f.kind, o.rec.Target, f.reason)
+	if f.why == reasonUnknownMode {
+		return coded(f.code, "strict targeting: container %s: %s (%s); without strict_targeting it would run in the pod's %s namespace",
+			o.name, f.reason, f.why, f.kind)
+	}
+	target, ref := targetNames(o.rec.TargetName)
+	return coded(f.code, "strict targeting: container %s cannot join the %s namespace of %s: %s (%s: %s); without strict_targeting it would run in the pod's",
+		o.name, f.kind, ref, inWords(f.why, "create", target, o.name), f.why, f.reason)
+}
+
+// targetNames are how messages name a target called name: by itself
+// ("app") and as "target container app"; "the target" and "the target
+// container" when its name is not known.
+func targetNames(name string) (target, ref string) {
+	if name == "" {
+		return "the target", "the target container"
+	}
+	return name, "target container " + name
 }
 
 // specNotWritten decides what a create whose spec could not be written
@@ -244,7 +260,9 @@ func (t *targeter) specNotWritten(id string, o *outcome, err error) error {
 		for kind := range o.rec.Namespaces {
 			t.report.targeting(kind, "create", resultRefused, whySpecNotUpdated(err))
 		}
-		return coded(codeOf(err), "container %q (%s): strict targeting: point its spec at target %q: %w", o.name, id, o.rec.Target, err)
+		target, ref := targetNames(o.rec.TargetName)
+		return coded(codeOf(err), "strict targeting: container %s cannot join the namespaces of %s: %s (%s: %w); it was removed",
+			o.name, ref, inWords(whySpecNotUpdated(err), "create", target, o.name), whySpecNotUpdated(err), err)
 	}
 	o.fallBackTargeted(whySpecNotUpdated(err), codeOf(err), fmt.Sprintf("update the container's spec: %v", err))
 	return nil

@@ -184,7 +184,10 @@ func TestTargetingMetricsAtStart(t *testing.T) {
 
 type lookupFunc func(id string) (string, error)
 
-func (f lookupFunc) CRIContainer(_ context.Context, id string) (string, error) { return f(id) }
+func (f lookupFunc) CRIContainer(_ context.Context, id string) (criContainer, error) {
+	sb, err := f(id)
+	return criContainer{Sandbox: sb, Name: "app"}, err
+}
 
 // A target given by its full id is resolved through containerd's own
 // metadata, not the CRI's ListContainers: another pod's is refused, one

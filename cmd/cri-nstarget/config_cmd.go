@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	conf "github.com/cri-nstarget/cri-nstarget/config"
+	"github.com/cri-nstarget/cri-nstarget/events"
 	"github.com/cri-nstarget/cri-nstarget/server"
 )
 
@@ -48,6 +52,7 @@ func configCommand(args []string, stdout, stderr io.Writer) int {
 	stdout.Write(b)
 	if args[0] == "check" {
 		fmt.Fprintf(stdout, "\n# targeting path on this node now: %s\n", targetingPath(cfg))
+		fmt.Fprintf(stdout, "# events on pods: %s\n", eventsIdentity(cfg))
 	}
 	return 0
 }
@@ -69,4 +74,22 @@ func targetingPath(cfg conf.Config) string {
 	}
 	c.Close()
 	return fmt.Sprintf("nri: %s accepts connections (the shim takes NRI if the runtime's NRI version adjusts namespaces: containerd 2.2 and later)", path)
+}
+
+// eventsIdentity says who would post the Events on pods with cfg, and
+// where, as far as the kubeconfig tells (in one line).
+func eventsIdentity(cfg conf.Config) string {
+	path := cfg.EventsKubeconfig
+	if path == "" {
+		return "off (events_kubeconfig is empty)"
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("%s does not exist yet; the shim reads it when the first event is due (the kubelet writes its own once it has joined)", path)
+	}
+	c, err := events.Config(path)
+	if err != nil {
+		return "none: " + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	user := events.Identity(c)
+	return fmt.Sprintf("posted to %s as %s (node %s), with %s", c.Host, user, events.NodeOf(user), path)
 }

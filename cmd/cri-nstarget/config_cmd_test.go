@@ -2,6 +2,14 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +27,10 @@ func TestConfigCommand(t *testing.T) {
 	bad := filepath.Join(dir, "bad.toml")
 	os.WriteFile(bad, []byte("log_format = \"xml\"\n"), 0o644)
 	defaults, _ := conf.Default().Marshal()
+	kubelet := filepath.Join(dir, "kubelet.conf")
+	os.WriteFile(kubelet, []byte(kubeconfig("client-certificate-data: "+testCertData(t, "system:node:worker-1")+"\n    client-key-data: eA==")), 0o600)
+	execs := filepath.Join(dir, "exec.conf")
+	os.WriteFile(execs, []byte(kubeconfig("exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, args: [eks, get-token], interactiveMode: Never}")), 0o600)
 	for _, tc := range []struct {
 		args    []string
 		code    int
@@ -30,6 +42,10 @@ func TestConfigCommand(t *testing.T) {
 		{args: []string{"check", "--config", good, "--log-level", "debug"}, stdout: []string{"strict_targeting = true", "metrics_address = '127.0.0.1:9795'", "log_level = 'debug'"}},
 		{args: []string{"check", "--config", bad}, code: 2, stderr: bad + `:1: log_format: "xml" is not a log format`},
 		{args: []string{"check", "--config", filepath.Join(dir, "absent.toml")}, code: 2, stderr: "no such file"},
+		{args: []string{"check", "--config=", "--events-kubeconfig", kubelet}, stdout: []string{"# events on pods: posted to https://10.0.0.1:6443 as system:node:worker-1 (node worker-1), with " + kubelet + "\n"}},
+		{args: []string{"check", "--config=", "--events-kubeconfig", execs}, stdout: []string{`# events on pods: none: kubeconfig ` + execs + ` needs the exec plugin "aws", and cri-nstarget executes nothing`}},
+		{args: []string{"check", "--config=", "--events-kubeconfig", filepath.Join(dir, "later.conf")}, stdout: []string{"later.conf does not exist yet; the shim reads it when the first event is due"}},
+		{args: []string{"check", "--config=", "--events-kubeconfig="}, stdout: []string{"# events on pods: off (events_kubeconfig is empty)\n"}},
 		{args: []string{"default", "x"}, code: 2, stderr: "unexpected arguments"},
 		{args: []string{"dump"}, code: 2, stderr: `unknown command "dump"`},
 		{args: nil, code: 2, stderr: "usage:"},
@@ -108,4 +124,39 @@ func TestExitStatus(t *testing.T) {
 			t.Errorf("cri-nstarget %s: exit %d, output %q; want exit %d and %q", tc.args, status, out, tc.status, tc.out)
 		}
 	}
+}
+
+// kubeconfig is a kubeconfig for https://10.0.0.1:6443 with user as its
+// user's body.
+func kubeconfig(user string) string {
+	return `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://10.0.0.1:6443"}
+users:
+- name: u
+  user:
+    ` + user + `
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`
+}
+
+// testCertData is a self-signed certificate for cn, base64 PEM as a
+// kubeconfig's client-certificate-data holds it.
+func testCertData(t *testing.T, cn string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }

@@ -97,6 +97,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		return err
 	}
 	defer mx.close()
+	ev := newEvents(cfg, log, mx)
 	srv := server.New(server.Options{
 		Backend:             backend,
 		Containerd:          ctrdConn,
@@ -107,6 +108,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		Metrics:             mx.recorder(),
 		TargetingVia:        cfg.TargetingVia,
 		NRISocket:           cfg.NRISocket,
+		Events:              ev.sink(),
 	})
 	mx.serve(srv, log)
 	lis, path, err := server.Listen(cfg.Listen, cfg.SocketGroup)
@@ -132,6 +134,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
 	defer cancel()
 	srv.Shutdown(sctx)
+	ev.close(sctx) // what is queued, while the same shutdown_timeout lasts
 	return nil
 }
 

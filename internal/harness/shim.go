@@ -104,6 +104,8 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 	s := &Shim{Binary: binary, Dir: dir}
 	s.Args = append([]string{
 		"--config=", // this machine's /etc/cri-nstarget/config.toml is not the test's
+		// nor its kubelet's kubeconfig: no Events unless a test asks
+		"--events-kubeconfig=",
 		"--listen", s.Endpoint(),
 		"--runtime-endpoint", c.Endpoint(),
 		"--containerd-address", c.Address(),
