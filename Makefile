@@ -255,6 +255,17 @@ BENCH_ARGS ?=
 bench: deps build
 	$(GO) run ./cmd/nstarget-bench -shim-binary $(BIN) $(BENCH_ARGS)
 
+# A TARGET create never waits on the apiserver (issue 33): three shims of
+# this build in front of one containerd, events off, on (kube-apiserver
+# $(KUBERNETES_NEWEST) with a node's identity) and to an apiserver that never
+# answers, with containerd's own TARGET create, interleaved (about 2 min).
+# BENCH_EVENTS_ARGS e.g. "-count 100".
+BENCH_EVENTS_ARGS ?=
+.PHONY: bench-events
+bench-events: deps build
+	$(GO) run ./cmd/nstarget-bench events --shim-binary $(BIN) --kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" \
+		--etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_EVENTS_ARGS)
+
 clean:
 	rm -rf bin
 

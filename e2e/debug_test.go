@@ -85,6 +85,14 @@ func TestDebugTarget(t *testing.T) {
 			}
 			dbg, out := debug(t, "target", tc.name, tc.image, args...)
 			checkTargeted(t, app, dbg, appNS, out)
+			// the operator is told, where kubectl shows it
+			e := shimEvent(t, "target", tc.name)
+			if want := "Container " + tc.name + " joined the pid namespace of target container app (pinned by cri-nstarget): it sees app's processes."; e.Type != "Normal" || e.Reason != "Targeted" || e.Message != want {
+				t.Errorf("event %s %s %q; want Normal Targeted %q", e.Type, e.Reason, e.Message, want)
+			}
+			if tc.name == "dbg-default" {
+				operatorSees(t, "target", e)
+			}
 		})
 	}
 	// As an operator runs it: attached, the output streamed back through
@@ -163,6 +171,13 @@ func TestDebugExitedTarget(t *testing.T) {
 		t.Errorf("record = %+v, want a fallback whose reason says the target is not running", rec)
 	}
 	t.Logf("kubelet reports %s terminated (exit %d); annotation: %s, %s (%s)", dbg.Name, dbg.State.Terminated.ExitCode, r.Result, r.ReasonKind, r.Reason)
+	// kubectl shows why: a Warning on the pod, about the debug container
+	e := shimEvent(t, "exited", "dbg-fallback")
+	if want := "Container dbg-fallback runs in the pod's pid namespace, not in target container app's: app is not running (target_not_running). " +
+		"It sees the pod's processes, not app's."; e.Type != "Warning" || e.Reason != "TargetingFallback" || e.Message != want {
+		t.Errorf("event %s %s %q; want Warning TargetingFallback %q", e.Type, e.Reason, e.Message, want)
+	}
+	operatorSees(t, "exited", e)
 }
 
 // runExitedTargetPod runs a pod whose "app" exits at once and whose
@@ -188,8 +203,24 @@ func TestDebugExitedTargetStrict(t *testing.T) {
 	st := waitContainer(t, "strict", "dbg-strict", "refused", func(s containerStatus) bool {
 		return s.State.Waiting != nil && s.State.Waiting.Message != ""
 	})
-	if w := st.State.Waiting; w.Reason != "CreateContainerError" || !strings.Contains(w.Message, "strict targeting") || !strings.Contains(w.Message, "not running") {
-		t.Errorf("kubelet shows %s: %q; want CreateContainerError with the shim's strict-targeting error", w.Reason, w.Message)
+	refusal := "strict targeting: container dbg-strict cannot join the pid namespace of target container app: app is not running (target_not_running: "
+	if w := st.State.Waiting; w.Reason != "CreateContainerError" || !strings.Contains(w.Message, refusal) {
+		t.Errorf("kubelet shows %s: %q; want CreateContainerError with the shim's refusal %q...", w.Reason, w.Message, refusal)
+	}
+	// The kubelet posts the refusal as its own Failed event; the shim
+	// posts none.
+	var failed []kubeEvent
+	for deadline := time.Now().Add(30 * time.Second); len(failed) == 0 && time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		failed = eventsOf(podEvents(t, "strict"), "dbg-strict", "kubelet")
+		failed = slices.DeleteFunc(failed, func(e kubeEvent) bool { return e.Reason != "Failed" || !strings.Contains(e.Message, refusal) })
+	}
+	if len(failed) == 0 {
+		t.Errorf("no kubelet Failed event with the refusal; events: %+v", podEvents(t, "strict"))
+	} else {
+		operatorSees(t, "strict", failed[0])
+	}
+	if evs := eventsOf(podEvents(t, "strict"), "dbg-strict", "cri-nstarget"); len(evs) > 0 {
+		t.Errorf("cri-nstarget posted events for a refused container: %+v", evs)
 	}
 	if left := containersNamed(t, getPod(t, "strict").Metadata.UID, "dbg-strict"); len(left) > 0 {
 		t.Errorf("containerd holds refused containers: %v", left)

@@ -380,9 +380,22 @@ type calls map[string]float64
 
 var requestsRE = regexp.MustCompile(`^cri_nstarget_requests_total\{code="([^"]*)",method="([^"]*)"\} (\S+)$`)
 
-// shimCalls scrapes the running shim's /metrics, at the address its log
-// gave last (each start logs the port it bound).
+// shimCalls is the calls served by the running shim, by method and code.
 func shimCalls(t *testing.T) calls {
+	t.Helper()
+	out := calls{}
+	for _, line := range strings.Split(scrape(t), "\n") {
+		if sm := requestsRE.FindStringSubmatch(line); sm != nil {
+			v, _ := strconv.ParseFloat(sm[3], 64)
+			out[sm[2]+" "+sm[1]] = v
+		}
+	}
+	return out
+}
+
+// scrape reads the running shim's /metrics, at the address its log gave
+// last (each start logs the port it bound).
+func scrape(t *testing.T) string {
 	t.Helper()
 	addr := harness.MetricsAddr(shim.LogPath())
 	if addr == "" {
@@ -398,14 +411,7 @@ func shimCalls(t *testing.T) calls {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s/metrics: %s", addr, resp.Status)
 	}
-	out := calls{}
-	for _, line := range strings.Split(string(text), "\n") {
-		if sm := requestsRE.FindStringSubmatch(line); sm != nil {
-			v, _ := strconv.ParseFloat(sm[3], 64)
-			out[sm[2]+" "+sm[1]] = v
-		}
-	}
-	return out
+	return string(text)
 }
 
 // since is how many calls of method with code were served after before.

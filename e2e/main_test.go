@@ -164,14 +164,18 @@ func runSuite(m *testing.M) (code int) {
 	// method and code); NSTARGET_SHIM_FLAGS after them, as in integration/
 	// (e.g. flags that force every TARGET onto a fallback, to see the
 	// targeting assertions fail).
-	flags := append([]string{"--metrics-address", "127.0.0.1:0"}, strings.Fields(os.Getenv("NSTARGET_SHIM_FLAGS"))...)
+	// The kubelet's kubeconfig as the Events' identity, as on a node: the
+	// cluster writes it after the shim has started.
+	kubeDir := filepath.Join(tmp, "k")
+	flags := append([]string{"--metrics-address", "127.0.0.1:0", "--events-kubeconfig", cluster.KubeletKubeconfig(kubeDir)},
+		strings.Fields(os.Getenv("NSTARGET_SHIM_FLAGS"))...)
 	s, err := harness.StartShim(ctx, shimBin, filepath.Join(tmp, "s"), backend.Containerd, flags...)
 	if err != nil {
 		return fail("start cri-nstarget: %v", err)
 	}
 	shim, baseArgs = s, len(s.Args)
 	k, err := cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(tmp, "k"), Bin: kubeBin, Etcd: etcd, RuntimeEndpoint: shim.Endpoint(),
+		Dir: kubeDir, Bin: kubeBin, Etcd: etcd, RuntimeEndpoint: shim.Endpoint(),
 	})
 	if err != nil {
 		return fail("start the cluster: %v", err)

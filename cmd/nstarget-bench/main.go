@@ -14,6 +14,7 @@
 //
 //	nstarget-bench [flags]           the CRI measures (make bench)
 //	nstarget-bench critest [flags]   critest -benchmark directly and through the shim (make bench-critest)
+//	nstarget-bench events [flags]    TARGET creates with events off, on, and to a silent apiserver (make bench-events)
 package main
 
 import (
@@ -65,6 +66,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "events" {
+		if err := eventsCmd(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "nstarget-bench events:", err)
+			stop()
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "critest" {
 		if err := critestCmd(ctx, os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "nstarget-bench critest:", err)

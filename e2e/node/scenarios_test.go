@@ -35,7 +35,36 @@ func (r *run) debugTarget(t *testing.T) {
 	r.app = r.waitApp(t, "")
 	t.Logf("pod app running in %s (container %.12s, %s)", since(start), r.app.id, r.app.ns)
 	r.debug(t, true)
+	r.checkEvent(t, "dbg"+strconv.Itoa(r.debugs))
 	t.Logf("systemd-analyze security cri-nstarget: %s", r.sh(t, time.Minute, "systemd-analyze security --no-pager cri-nstarget.service | tail -n 1"))
+}
+
+// checkEvent waits for the shim's Event on pod app about debug container
+// name: the package's default config (events_kubeconfig, the kubelet's
+// /etc/kubernetes/kubelet.conf) reached the apiserver as the node.
+func (r *run) checkEvent(t *testing.T, name string) {
+	t.Helper()
+	var last string
+	r.poll(t, time.Minute, "cri-nstarget's Targeted event about "+name+" on pod app", func() (bool, string) {
+		var list struct {
+			Items []struct {
+				Type, Reason, Message string
+				InvolvedObject        struct{ FieldPath string }
+				Source                struct{ Component, Host string }
+			}
+		}
+		if err := json.Unmarshal([]byte(r.kubectl(t, "get", "events", "--field-selector", "involvedObject.name=app", "-o", "json")), &list); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Source.Component == "cri-nstarget" && e.InvolvedObject.FieldPath == "spec.ephemeralContainers{"+name+"}" {
+				last = fmt.Sprintf("%s %s from %s on %s: %s", e.Type, e.Reason, e.Source.Component, e.Source.Host, e.Message)
+				return e.Type == "Normal" && e.Reason == "Targeted" && e.Source.Host == nodeName, last
+			}
+		}
+		return false, fmt.Sprintf("%d events on pod app, none from cri-nstarget about %s", len(list.Items), name)
+	})
+	t.Logf("event: %s", last)
 }
 
 // waitApp waits until the container app of pod app runs, as a container

@@ -157,6 +157,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	return c, nil
 }
 
+// KubeletKubeconfig is where a cluster in dir writes the kubelet's
+// kubeconfig (as system:node:NodeName), once its apiserver is up: known
+// before Start, for a runtime started first that is to use it (the shim's
+// events_kubeconfig).
+func KubeletKubeconfig(dir string) string { return filepath.Join(dir, "kubelet.kubeconfig") }
+
 // Dir is Options.Dir.
 func (c *Cluster) Dir() string { return c.opts.Dir }
 
@@ -258,8 +264,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, e
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
 		"--service-cluster-ip-range", "10.96.0.0/24",
-		"--authorization-mode", "AlwaysAllow",
-		admissionFlag(c.opts.Controllers),
+		// as clusters run it: the kubelet's identity may do what the Node
+		// authorizer and NodeRestriction let a node do, and no more
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", enabledAdmission(c.opts.Controllers),
+		disabledAdmission(c.opts.Controllers),
 		"--allow-privileged",
 		"--profiling=false",
 		"--cert-dir", filepath.Join(c.opts.Dir, "apiserver-certs"),
@@ -276,12 +285,21 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, e
 	})
 }
 
-// admissionFlag keeps the ServiceAccount admission plugin off unless the
+// enabledAdmission: NodeRestriction (not among kube-apiserver's defaults),
+// and ServiceAccount where the controller manager runs.
+func enabledAdmission(controllers bool) string {
+	if controllers {
+		return "NodeRestriction,ServiceAccount"
+	}
+	return "NodeRestriction"
+}
+
+// disabledAdmission keeps the ServiceAccount admission plugin off unless the
 // controller manager runs: without it nothing makes the service accounts
 // the plugin requires of every pod.
-func admissionFlag(controllers bool) string {
+func disabledAdmission(controllers bool) string {
 	if controllers {
-		return "--enable-admission-plugins=ServiceAccount"
+		return "--disable-admission-plugins="
 	}
 	return "--disable-admission-plugins=ServiceAccount"
 }
@@ -322,6 +340,13 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 	})
 }
 
+// UserKubeconfig issues a client certificate for user (no group) and
+// writes Dir/name.kubeconfig with it, for an identity RBAC knows nothing
+// of until something binds it.
+func (c *Cluster) UserKubeconfig(name, user string) (string, error) {
+	return c.componentKubeconfig(name, user)
+}
+
 // componentKubeconfig issues a client certificate for user and writes
 // Dir/name.kubeconfig with it.
 func (c *Cluster) componentKubeconfig(name, user string) (string, error) {
@@ -342,7 +367,9 @@ func controllerManagerArgs(kubeconfig, saKey, ca, volumePlugins, port string) []
 		"--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
 		"--service-account-private-key-file", saKey,
 		"--root-ca-file", ca,
-		"--use-service-account-credentials=false",
+		// each controller under its own service account, with the
+		// bootstrap RBAC roles made for it (system:controller:*)
+		"--use-service-account-credentials=true",
 		"--leader-elect=false",
 		"--bind-address", "127.0.0.1", "--secure-port", port,
 		"--allocate-node-cidrs=false",
@@ -377,7 +404,7 @@ func (c *Cluster) startKubelet(ctx context.Context, server string) error {
 	if err != nil {
 		return err
 	}
-	kubeconfig := filepath.Join(c.opts.Dir, "kubelet.kubeconfig")
+	kubeconfig := KubeletKubeconfig(c.opts.Dir)
 	if err := writeKubeconfig(kubeconfig, server, c.pki.CAFile(), clientCert, clientKey); err != nil {
 		return err
 	}
@@ -629,6 +656,9 @@ func (c *Cluster) waitFor(ctx context.Context, p *proc, what string, ready func(
 }
 
 var loopbackClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
+// FreePort is a TCP port on 127.0.0.1 that nothing listened on a moment ago.
+func FreePort() string { return freePort() }
 
 func freePort() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

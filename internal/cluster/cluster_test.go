@@ -162,22 +162,24 @@ func TestCgroupMounts(t *testing.T) {
 	}
 }
 
-// Without the controllers the ServiceAccount admission plugin stays off
-// (nothing would make the service accounts it requires); with them it is on,
-// and the controller manager signs tokens with the apiserver's key and
-// publishes the run's CA.
+// NodeRestriction is on, always. Without the controllers the
+// ServiceAccount admission plugin stays off (nothing would make the service
+// accounts it requires); with them it is on, and the controller manager
+// signs tokens with the apiserver's key, publishes the run's CA, and runs
+// each controller under its own service account (RBAC).
 func TestControllerFlags(t *testing.T) {
-	if got := admissionFlag(false); got != "--disable-admission-plugins=ServiceAccount" {
-		t.Errorf("admissionFlag(false) = %q", got)
+	if got, off := enabledAdmission(false), disabledAdmission(false); got != "NodeRestriction" || off != "--disable-admission-plugins=ServiceAccount" {
+		t.Errorf("without controllers: enabled %q, %s", got, off)
 	}
-	if got := admissionFlag(true); got != "--enable-admission-plugins=ServiceAccount" {
-		t.Errorf("admissionFlag(true) = %q", got)
+	if got, off := enabledAdmission(true), disabledAdmission(true); got != "NodeRestriction,ServiceAccount" || off != "--disable-admission-plugins=" {
+		t.Errorf("with controllers: enabled %q, %s", got, off)
 	}
 	kcm := strings.Join(controllerManagerArgs("/r/kcm.kubeconfig", "/r/sa.key", "/r/ca.crt", "/r/vp", "1"), " ")
 	sched := strings.Join(schedulerArgs("/r/sched.kubeconfig", "2"), " ")
 	for _, tc := range []struct{ args, want string }{
 		{kcm, "--kubeconfig /r/kcm.kubeconfig"},
 		{kcm, "--service-account-private-key-file /r/sa.key"},
+		{kcm, "--use-service-account-credentials=true"},
 		{kcm, "--root-ca-file /r/ca.crt"},
 		{kcm, "--flex-volume-plugin-dir /r/vp"},
 		{kcm, "--bind-address 127.0.0.1 --secure-port 1"},
