@@ -105,14 +105,14 @@ integration: deps build h2spec-tool
 		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 20m ./internal/harness/ ./integration/
 
 # The same against the newest containerd 2.x with runc built from source
-# (hack/containerd2.sh and hack/runc.sh build them once into
+# (hack/containerd.sh and hack/runc.sh build them once into
 # /var/cache/cri-nstarget): containerd $(CONTAINERD2_VERSION), runc 1.5.2.
 CONTAINERD2_VERSION ?= v2.4.2
 # CONTAINERD2=0 leaves out every containerd 2.x leg: $(call with_containerd2,X)
 # is X, or nothing then.
 CONTAINERD2 ?= 1
 with_containerd2 = $(if $(filter 0,$(CONTAINERD2)),,$(1))
-CONTAINERD2_BIN     := $$(CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd2.sh)/containerd
+CONTAINERD2_BIN     := $$(CONTAINERD_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd.sh)/containerd
 RUNC2_BIN           := $$(./hack/runc.sh)/runc
 integration-containerd2: deps build h2spec-tool
 	NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec \
@@ -131,7 +131,7 @@ integration-containerd2-update: deps build
 # `make matrix` (outside `make test`, which keeps CI short): the same legs on
 # containerd $(MATRIX_CONTAINERD_VERSION) with Debian's runc.
 MATRIX_CONTAINERD_VERSION ?= v2.1.4
-MATRIX_CONTAINERD_BIN     := $$(CONTAINERD2_VERSION=$(MATRIX_CONTAINERD_VERSION) ./hack/containerd2.sh)/containerd
+MATRIX_CONTAINERD_BIN     := $$(CONTAINERD_VERSION=$(MATRIX_CONTAINERD_VERSION) ./hack/containerd.sh)/containerd
 .PHONY: matrix integration-matrix conformance-matrix
 matrix: integration-matrix conformance-matrix
 integration-matrix: deps build h2spec-tool
@@ -331,7 +331,7 @@ config/default.toml: config/config.go
 # endpoint) and critest $(CRITEST_VERSION), against a private containerd, directly and
 # through the shim; critest must pass the same specs both ways.
 #   make conformance-ci             containerd 1.6 (Debian): suite + critest parity (~3.5 min)
-#   make conformance-ci-containerd2 the same on containerd 2.4 with runc 1.5.2 (hack/containerd2.sh
+#   make conformance-ci-containerd2 the same on containerd 2.4 with runc 1.5.2 (hack/containerd.sh
 #                                   and hack/runc.sh build them once into /var/cache/cri-nstarget)
 #   make conformance-matrix         the same on containerd 2.1 (part of `make matrix`)
 #   make conformance                all three, then the tables in docs/conformance.md
@@ -455,7 +455,7 @@ node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(
 	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*_amd64.deb)" \
 	NSTARGET_NODE_CRICTL=$(CURDIR)/bin/node/crictl \
 	NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
-	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD2_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd2.sh)" NSTARGET_RUNC2="$(RUNC2_BIN)"
+	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD_VERSION=$(CONTAINERD2_VERSION) ./hack/containerd.sh)" NSTARGET_RUNC2="$(RUNC2_BIN)"
 NODE_TEST = $(GO) test -tags node -count=1 -v -timeout 40m ./e2e/node/
 node-e2e: node-tools
 	$(node_env) $(NODE_LEG) $@ $(NODE_TEST) -run '$(NODE_E2E_SHORT)'

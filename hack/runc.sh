@@ -6,7 +6,7 @@
 #   hack/runc.sh            # -> /var/cache/cri-nstarget/runc-v1.5.2/bin
 #   RUNC_VERSION=v1.5.2 RUNC_CACHE=/some/dir hack/runc.sh
 #
-# As hack/containerd2.sh does, the module's own source is copied out of the
+# As hack/containerd.sh does, the module's own source is copied out of the
 # module cache and built as the main module, so its go.mod and go.sum pick the
 # dependencies. The build follows upstream's `make runc` (cgo, dynamic PIE,
 # -trimpath) with the tags "seccomp urfave_cli_no_docs": no libpathrs (a Rust
