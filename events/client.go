@@ -135,7 +135,12 @@ func (c *client) post(ctx context.Context, e Event, now time.Time) (string, erro
 		return ReasonPodNotFound, fmt.Errorf("the pod has no namespace, name or uid (%q/%q, uid %q)", e.Pod.Namespace, e.Pod.Name, e.Pod.UID)
 	}
 	pod, err := c.pods.Namespace(e.Pod.Namespace).Get(ctx, e.Pod.Name, metav1.GetOptions{})
-	if err != nil {
+	switch {
+	case apierrors.IsForbidden(err) && strings.HasPrefix(c.user, nodeUserPrefix):
+		// The Node authorizer lets a node read the pods bound to it, and
+		// no other: a pod it may not read is not this node's, or no pod.
+		return ReasonPodNotFound, fmt.Errorf("get pod %s/%s: not a pod of node %s: %w", e.Pod.Namespace, e.Pod.Name, c.node, err)
+	case err != nil:
 		return classify(err), fmt.Errorf("get pod %s/%s: %w", e.Pod.Namespace, e.Pod.Name, err)
 	}
 	if string(pod.UID) != e.Pod.UID {

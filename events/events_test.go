@@ -117,23 +117,29 @@ func TestAnswers(t *testing.T) {
 		pods     map[string]string                     // name -> uid
 		answer   func(n int) (code int, reason string) // for the nth POST of an event; 0: as the server would
 		want     string
-		attempts int // POSTs of events seen
+		attempts int    // POSTs of events seen
+		user     string // the identity; default system:node:worker-1
+		getPod   int    // the answer to the GET of the pod; 0: as the server would
 	}{
-		{"created", map[string]string{"web": "0d6c"}, nil, "sent/none", 1},
-		{"no such pod (crictl's)", nil, nil, "dropped/pod_not_found", 0},
-		{"the pod was made again (another uid)", map[string]string{"web": "9f00"}, nil, "dropped/pod_not_found", 0},
+		{"created", map[string]string{"web": "0d6c"}, nil, "sent/none", 1, "", 0},
+		{"no such pod (crictl's)", nil, nil, "dropped/pod_not_found", 0, "", 0},
+		{"the pod was made again (another uid)", map[string]string{"web": "9f00"}, nil, "dropped/pod_not_found", 0, "", 0},
 		{"unavailable, then created", map[string]string{"web": "0d6c"}, func(n int) (int, string) {
 			if n < 3 {
 				return http.StatusServiceUnavailable, "ServiceUnavailable"
 			}
 			return 0, ""
-		}, "sent/none", 3},
-		{"always failing", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusInternalServerError, "InternalError" }, "dropped/unreachable", 3},
-		{"too many requests", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusTooManyRequests, "TooManyRequests" }, "dropped/unreachable", 3},
-		{"forbidden", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusForbidden, "Forbidden" }, "dropped/forbidden", 1},
-		{"unauthorized", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusUnauthorized, "Unauthorized" }, "dropped/unauthorized", 1},
-		{"invalid", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusUnprocessableEntity, "Invalid" }, "dropped/rejected", 1},
-		{"namespace gone", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusNotFound, "NotFound" }, "dropped/pod_not_found", 1},
+		}, "sent/none", 3, "", 0},
+		{"always failing", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusInternalServerError, "InternalError" }, "dropped/unreachable", 3, "", 0},
+		{"too many requests", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusTooManyRequests, "TooManyRequests" }, "dropped/unreachable", 3, "", 0},
+		{"forbidden", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusForbidden, "Forbidden" }, "dropped/forbidden", 1, "", 0},
+		{"unauthorized", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusUnauthorized, "Unauthorized" }, "dropped/unauthorized", 1, "", 0},
+		{"invalid", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusUnprocessableEntity, "Invalid" }, "dropped/rejected", 1, "", 0},
+		{"namespace gone", map[string]string{"web": "0d6c"}, func(int) (int, string) { return http.StatusNotFound, "NotFound" }, "dropped/pod_not_found", 1, "", 0},
+		// the Node authorizer: a node may read the pods bound to it, and
+		// no other, so a pod it may not read is not this node's
+		{"a node's identity, a pod not bound to it", nil, nil, "dropped/pod_not_found", 0, "", http.StatusForbidden},
+		{"another identity, without permission", nil, nil, "dropped/forbidden", 0, "cri-nstarget-events", http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newFakeAPI(t)
@@ -142,6 +148,10 @@ func TestAnswers(t *testing.T) {
 			}
 			var posts atomic.Int32
 			api.answer = func(w http.ResponseWriter, r *http.Request) bool {
+				if r.Method == http.MethodGet && tc.getPod != 0 {
+					writeStatus(w, tc.getPod, "Forbidden", `pods "web" is forbidden: node: no relationship found between node 'worker-1' and this object`)
+					return true
+				}
 				if r.Method != http.MethodPost {
 					return false
 				}
@@ -156,7 +166,11 @@ func TestAnswers(t *testing.T) {
 				writeStatus(w, code, reason, "told so")
 				return true
 			}
-			kc, _ := api.kubeconfig(t, t.TempDir(), "system:node:worker-1")
+			user := tc.user
+			if user == "" {
+				user = "system:node:worker-1"
+			}
+			kc, _ := api.kubeconfig(t, t.TempDir(), user)
 			s, m := newSink(t, Options{Kubeconfig: kc})
 			s.Post(dbg)
 			flush(s)
