@@ -225,6 +225,20 @@ func eventsCmd(ctx context.Context, args []string) error {
 		rss = append(rss, fmt.Sprintf("%s %.1f MiB", evNames[k], float64(rssKiB(sides[k].pid))/1024))
 	}
 	fmt.Fprintf(&out, "\nRSS after the measure: %s.\n", strings.Join(rss, ", "))
+	// SIGTERM: the events still queued are posted while shutdown_timeout
+	// (10 s) lasts, then dropped; the silent apiserver's shim must stop
+	// within it
+	stops := make([]string, 0, 3)
+	for _, k := range []int{evOff, evOn, evSilent} {
+		t0 := time.Now()
+		err := shims[k].Stop()
+		took := time.Since(t0)
+		stops = append(stops, fmt.Sprintf("%s %s", evNames[k], took.Round(10*time.Millisecond)))
+		if err != nil {
+			stops[len(stops)-1] += " (" + err.Error() + ")"
+		}
+	}
+	fmt.Fprintf(&out, "SIGTERM to exit (shutdown_timeout 10s): %s.\n", strings.Join(stops, ", "))
 	fmt.Fprintf(&out, "\n`nstarget-bench events %s` on %s; %s; cri-nstarget %s; kube-apiserver from %s; %d creates a side, sides interleaved; %s.\n",
 		strings.Join(args, " "), m.cpuModel, m.containerd, m.shim, o.kubeBin, o.count, time.Since(started).Round(time.Second))
 	fmt.Print(out.String())
