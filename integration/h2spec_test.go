@@ -285,8 +285,13 @@ func bridge(t *testing.T, path string) int {
 }
 
 // relayConn copies bytes both ways between client and a new connection to
-// the unix socket at path. An EOF is passed on as a half-close, any other
-// end closes both; stop closes both.
+// the unix socket at path. An EOF is passed on as a half-close; when the
+// backend can no longer be written to (it closed after a GOAWAY), what the
+// client still sends is read and dropped until it closes, as a server
+// lingering on close does: closing a socket with unread data sends an RST,
+// which can reach h2spec before the GOAWAY it is to read (http2/6.10/6 then
+// fails on either side, by timing). Any other end closes both; stop closes
+// both.
 func relayConn(client net.Conn, path string, stop <-chan struct{}) error {
 	defer client.Close()
 	backend, err := net.Dial("unix", path)
@@ -301,6 +306,9 @@ func relayConn(client net.Conn, path string, stop <-chan struct{}) error {
 			dst.(halfCloser).CloseWrite()
 		} else {
 			dst.Close()
+			if src == client {
+				io.Copy(io.Discard, src) // until the client closes, or stop closes it
+			}
 			src.Close()
 		}
 		pumped <- struct{}{}
