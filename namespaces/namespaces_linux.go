@@ -36,17 +36,18 @@ func Same(a, b string) (bool, error) {
 
 // Open opens /proc/<pid>/ns/<kind> for each kind (for Shm: the directory
 // /proc/<pid>/root/dev/shm, and no handle if the process has none) and
-// proves that every file belongs to one live process that verify accepts:
+// proves that every file belongs to one live process:
 //
 //  1. a pidfd is opened for pid, fixing the process that pid names now;
 //  2. the namespace files are opened through /proc/<pid>;
 //  3. the pidfd shows the process still alive, so /proc/<pid> named that same
-//     process throughout step 2 (a PID is not reused while its process lives);
-//  4. verify (the caller's source of truth, e.g. the container runtime)
-//     confirms that this pid is still the process it means.
+//     process throughout step 2 (a PID is not reused while its process lives).
 //
-// On success the handles keep the namespaces alive until closed.
-func Open(pid int, kinds []Kind, verify func() error) ([]*Handle, error) {
+// Whether that process is the one the caller means is the caller's to
+// confirm, with a source of truth of its own (cri-nstarget asks containerd
+// for the pid again), once Open has returned. On success the handles keep
+// the namespaces alive until closed.
+func Open(pid int, kinds []Kind) ([]*Handle, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("open namespaces of pid %d: invalid pid", pid)
 	}
@@ -90,12 +91,6 @@ func Open(pid int, kinds []Kind, verify func() error) ([]*Handle, error) {
 			return nil, fmt.Errorf("pid %d after opening its namespaces: %w", pid, ErrExited)
 		}
 		return nil, fmt.Errorf("pidfd_send_signal %d: %w", pid, err)
-	}
-	if verify != nil {
-		if err := verify(); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("verify pid %d: %w", pid, err)
-		}
 	}
 	return handles, nil
 }

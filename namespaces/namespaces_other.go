@@ -13,7 +13,7 @@ func Stat(string) (ID, error) { return ID{}, errUnsupported }
 func Same(string, string) (bool, error) { return false, errUnsupported }
 
 // Open is not supported off Linux.
-func Open(int, []Kind, func() error) ([]*Handle, error) { return nil, errUnsupported }
+func Open(int, []Kind) ([]*Handle, error) { return nil, errUnsupported }
 
 // Pin is not supported off Linux.
 func Pin(*Handle, string) error { return errUnsupported }

@@ -74,7 +74,7 @@ func TestPinShmOutlivesProcess(t *testing.T) {
 	}
 	pid, stop := withOwnShm(t, "mount -n --bind "+src+" /dev/shm")
 	defer stop()
-	hs, err := Open(pid, []Kind{IPC, Shm}, nil)
+	hs, err := Open(pid, []Kind{IPC, Shm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestPinShmUnreachable(t *testing.T) {
 	}
 	pid, stop := withOwnShm(t, "mount -n -t tmpfs own /dev/shm")
 	defer stop()
-	hs, err := Open(pid, []Kind{Shm}, nil)
+	hs, err := Open(pid, []Kind{Shm})
 	if err != nil {
 		t.Fatal(err)
 	}

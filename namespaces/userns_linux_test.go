@@ -36,7 +36,7 @@ func TestCanJoin(t *testing.T) {
 			t.Fatal("the sibling never entered a user namespace of its own")
 		}
 	}
-	hs, err := Open(inner, []Kind{PID}, nil)
+	hs, err := Open(inner, []Kind{PID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -397,8 +397,8 @@ func TestCreateIPCTargetShmIsThePods(t *testing.T) {
 			t.Fatal(err)
 		}
 		open := r.server.target.openNS
-		r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
-			hs, err := open(pid, kinds, verify)
+		r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+			hs, err := open(pid, kinds)
 			for _, h := range hs {
 				if h.Kind == namespaces.Shm {
 					h.ID = podShm
@@ -429,8 +429,8 @@ func TestCreateIPCTargetWithoutShm(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
 		r := newRig(t, false)
 		open := r.server.target.openNS
-		r.server.target.openNS = func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error) {
-			return open(pid, slices.DeleteFunc(slices.Clone(kinds), func(k namespaces.Kind) bool { return k == namespaces.Shm }), verify)
+		r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+			return open(pid, slices.DeleteFunc(slices.Clone(kinds), func(k namespaces.Kind) bool { return k == namespaces.Shm }))
 		}
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", ipcTarget("app1")))

@@ -66,7 +66,7 @@ type targeter struct {
 	tasks   taskLookup
 	specs   specEditor
 	pins    pinStore
-	openNS  func(pid int, kinds []namespaces.Kind, verify func() error) ([]*namespaces.Handle, error)
+	openNS  func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error)
 	hasInit func(path string) (bool, error)
 	canJoin func(h *namespaces.Handle, userns string) (bool, error)
 	lookup  criContainers // nil: targets are resolved through the CRI only
@@ -153,15 +153,15 @@ func (t *targeter) targetPID(ctx context.Context, tc *runtimeapi.Container, aske
 }
 
 // open opens kinds of the namespaces of the target's process pid into o.
-// No verify here: the pid is confirmed (confirmPID) while the backend
-// creates the container, still after the namespaces were opened. IPC means
+// The pid is confirmed (confirmPID) while the backend creates the
+// container, after the namespaces were opened. IPC means
 // the target's /dev/shm too: it is opened in the same pidfd-checked step,
 // so it is the target's for the same reasons.
-func (o *outcome) open(pid uint32, kinds []namespaces.Kind, openNS func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error)) *failure {
+func (o *outcome) open(pid uint32, kinds []namespaces.Kind, openNS func(int, []namespaces.Kind) ([]*namespaces.Handle, error)) *failure {
 	if slices.Contains(kinds, namespaces.IPC) {
 		kinds = append(slices.Clip(kinds), namespaces.Shm)
 	}
-	hs, err := openNS(int(pid), kinds, nil)
+	hs, err := openNS(int(pid), kinds)
 	if err != nil {
 		return &failure{why: whyNoNamespace(err), code: codeOf(err), reason: fmt.Sprintf("open the target's namespaces: %v", err)}
 	}

@@ -80,7 +80,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "target exited while its namespaces were opened", ns: pidTarget("app1"),
 			setup: func(_ *testing.T, r *rig) {
-				r.server.target.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
+				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
 					return nil, namespaces.ErrExited
 				}
 			},
@@ -90,7 +90,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "namespaces cannot be opened", ns: pidTarget("app1"),
 			setup: func(_ *testing.T, r *rig) {
-				r.server.target.openNS = func(int, []namespaces.Kind, func() error) ([]*namespaces.Handle, error) {
+				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
 					return nil, errors.New("open /proc/4242/ns/pid: permission denied")
 				}
 			},
