@@ -26,9 +26,6 @@ type Record struct {
 	Target  string `json:"target"`
 	// Container is the backend's id for it, once the backend answered.
 	Container string `json:"container,omitempty"`
-	// Discard is set when the shim decided not to keep the container and
-	// could not remove it (containerd down): reconciled when it is back.
-	Discard bool `json:"discard,omitempty"`
 }
 
 // Dir keeps records on disk, one file each: <dir>/<record id>.json, written
@@ -48,19 +45,19 @@ func NewID() string {
 func (d Dir) path(id string) string { return filepath.Join(d.dir, id+".json") }
 
 // Put writes (or rewrites) the record.
-func (d Dir) Put(in Record) error {
-	b, err := json.Marshal(in)
+func (d Dir) Put(rec Record) error {
+	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
 		return fmt.Errorf("intent record: %w", err)
 	}
-	tmp := d.path(in.ID) + ".tmp"
+	tmp := d.path(rec.ID) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("intent record: %w", err)
 	}
-	if err := os.Rename(tmp, d.path(in.ID)); err != nil {
+	if err := os.Rename(tmp, d.path(rec.ID)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("intent record: %w", err)
 	}
@@ -103,12 +100,12 @@ func (d Dir) List() ([]Record, error) {
 			errs = append(errs, err)
 			continue
 		}
-		var in Record
-		if err := json.Unmarshal(b, &in); err != nil || in.ID+".json" != name {
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil || rec.ID+".json" != name {
 			errs = append(errs, fmt.Errorf("intent record %s does not decode: %v", name, err))
 			continue
 		}
-		out = append(out, in)
+		out = append(out, rec)
 	}
 	return out, errors.Join(errs...)
 }

@@ -13,26 +13,26 @@ func TestDir(t *testing.T) {
 	if l, err := d.List(); err != nil || len(l) != 0 {
 		t.Fatalf("List of a missing dir = %v, %v", l, err)
 	}
-	in := Record{ID: NewID(), Sandbox: "s", Name: "n", Attempt: 2, Target: "t"}
-	if err := d.Put(in); err != nil {
+	rec := Record{ID: NewID(), Sandbox: "s", Name: "n", Attempt: 2, Target: "t"}
+	if err := d.Put(rec); err != nil {
 		t.Fatal(err)
 	}
-	in.Container = "c"
-	if err := d.Put(in); err != nil {
+	rec.Container = "c"
+	if err := d.Put(rec); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(d.dir, "x.json.tmp"), []byte("{"), 0o600)
 	l, err := d.List()
-	if err != nil || len(l) != 1 || l[0] != in {
-		t.Fatalf("List = %+v, %v; want [%+v]", l, err, in)
+	if err != nil || len(l) != 1 || l[0] != rec {
+		t.Fatalf("List = %+v, %v; want [%+v]", l, err, rec)
 	}
 	if _, err := os.Stat(filepath.Join(d.dir, "x.json.tmp")); err != nil {
 		t.Errorf("a temporary file (perhaps a Put in flight) was touched: %v", err)
 	}
-	if err := d.Remove(in.ID); err != nil {
+	if err := d.Remove(rec.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Remove(in.ID); err != nil {
+	if err := d.Remove(rec.ID); err != nil {
 		t.Errorf("removing a gone record: %v", err)
 	}
 }

@@ -66,5 +66,5 @@ func (s *Server) useNRI(socket string, only bool) {
 	p := nriplugin.New(socket, t.log, path)
 	path(p.Usable())
 	s.nri, t.nri, t.removals, t.nriOnly = p, p, p, only
-	go p.Run(t.recon.life)
+	go p.Run(s.life)
 }

@@ -73,8 +73,11 @@ func (p *proxy) unary(ctx context.Context, method string, in *frame, h hook) (*f
 
 // stream pipes a call of any shape (server streaming such as
 // GetContainerEvents, or a method unknown to this build) in both directions
-// until the backend ends it, or the server shuts down; the backend's
-// header, trailer and status are relayed unchanged.
+// until the backend ends it, or the server shuts down, grpc-proxy's way: one
+// forwarder per direction, and this handler deciding what their ends mean.
+// The client's end of its side (io.EOF) closes the backend's side
+// (CloseSend); any other failure to read the client cancels the backend
+// call. The backend's header, trailer and status are relayed unchanged.
 func (p *proxy) stream(ss grpc.ServerStream, method string) (err error) {
 	ctx, cancel := context.WithCancel(outgoing(ss.Context()))
 	defer cancel()
@@ -88,46 +91,84 @@ func (p *proxy) stream(ss grpc.ServerStream, method string) (err error) {
 	if err != nil {
 		return err
 	}
-	go func() {
-		for {
-			f := new(frame)
-			if err := ss.RecvMsg(f); err != nil {
-				if errors.Is(err, io.EOF) {
-					cs.CloseSend()
-				} else {
-					cancel()
-				}
-				return
-			}
-			if err := cs.SendMsg(f); err != nil {
-				return // the backend ended the call: its status comes from RecvMsg below
-			}
-		}
-	}()
-	headerSent := false
+	toBackend := forwardToBackend(ss, cs)
+	toClient := forwardToClient(cs, ss)
 	for {
-		f := new(frame)
-		err := cs.RecvMsg(f)
-		if !headerSent && err == nil {
-			hdr, herr := cs.Header()
-			if herr == nil && len(hdr) > 0 {
-				if err := ss.SendHeader(hdr); err != nil {
-					return err
-				}
+		select {
+		case err := <-toBackend:
+			toBackend = nil // the client's side is done; the backend's goes on
+			switch {
+			case errors.Is(err, io.EOF):
+				cs.CloseSend()
+			case !errors.Is(err, errBackendEnded):
+				cancel()
 			}
-			headerSent = true
-		}
-		if err != nil {
-			ss.SetTrailer(cs.Trailer())
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if err := ss.SendMsg(f); err != nil {
+		case err := <-toClient:
 			return err
 		}
 	}
+}
+
+// errBackendEnded: the backend took no more messages; it ended the call,
+// and its status comes from its side (forwardToClient).
+var errBackendEnded = errors.New("the backend ended the call")
+
+// forwardToBackend copies the client's messages to the backend until the
+// client's side ends (its error, io.EOF when it closed its side) or the
+// backend takes no more (errBackendEnded).
+func forwardToBackend(src grpc.ServerStream, dst grpc.ClientStream) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for {
+			f := new(frame)
+			if err := src.RecvMsg(f); err != nil {
+				done <- err
+				return
+			}
+			if err := dst.SendMsg(f); err != nil {
+				done <- errBackendEnded
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// forwardToClient copies the backend's header (with its first message, or
+// none), messages and trailer to the client until the backend ends the
+// call: nil when it ended with OK, else its status; or the client's stream
+// fails.
+func forwardToClient(src grpc.ClientStream, dst grpc.ServerStream) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			headerSent := false
+			for {
+				f := new(frame)
+				err := src.RecvMsg(f)
+				if !headerSent && err == nil {
+					hdr, herr := src.Header()
+					if herr == nil && len(hdr) > 0 {
+						if err := dst.SendHeader(hdr); err != nil {
+							return err
+						}
+					}
+					headerSent = true
+				}
+				if err != nil {
+					dst.SetTrailer(src.Trailer())
+					if errors.Is(err, io.EOF) {
+						return nil
+					}
+					return err
+				}
+				if err := dst.SendMsg(f); err != nil {
+					return err
+				}
+			}
+		}()
+	}()
+	return done
 }
 
 // outgoing makes the caller's metadata the backend call's. What grpc sets

@@ -30,7 +30,7 @@ const reconcileRetry = 2 * time.Second
 
 // intentStore is where intent records live (intents.Dir on disk).
 type intentStore interface {
-	Put(in intents.Record) error
+	Put(rec intents.Record) error
 	Remove(id string) error
 	List() ([]intents.Record, error)
 }
@@ -46,9 +46,8 @@ type reconciler struct {
 	pins    pinStore
 	intents intentStore
 	log     *logrus.Entry
-	// life ends when the server shuts down (reconciler loops stop).
+	// life is the server's (Server.life): its loop ends with it.
 	life context.Context
-	stop context.CancelFunc
 
 	// mu: one reconcile at a time. Lock order: mu, then flights.mu.
 	mu      sync.Mutex
@@ -59,9 +58,8 @@ type reconciler struct {
 	pinning flights
 }
 
-func newReconciler(cri backendCRI, pins pinStore, in intentStore, log *logrus.Entry) *reconciler {
-	life, stop := context.WithCancel(context.Background())
-	return &reconciler{cri: cri, pins: pins, intents: in, log: log, life: life, stop: stop}
+func newReconciler(life context.Context, cri backendCRI, pins pinStore, records intentStore, log *logrus.Entry) *reconciler {
+	return &reconciler{cri: cri, pins: pins, intents: records, log: log, life: life}
 }
 
 // flights is a set of ids in flight in this process, and (for the records'
@@ -104,14 +102,14 @@ type flight struct {
 	handedOver bool
 }
 
-// begin writes in down before the create is forwarded.
-func (r *reconciler) begin(in intents.Record) (*flight, error) {
-	r.flights.add(in.ID)
-	if err := r.intents.Put(in); err != nil {
-		r.flights.done(in.ID)
-		return nil, preconditionf("container %q: write the intent record under the state dir: %w", in.Name, err)
+// begin writes rec down before the create is forwarded.
+func (r *reconciler) begin(rec intents.Record) (*flight, error) {
+	r.flights.add(rec.ID)
+	if err := r.intents.Put(rec); err != nil {
+		r.flights.done(rec.ID)
+		return nil, preconditionf("container %q: write the intent record under the state dir: %w", rec.Name, err)
 	}
-	return &flight{r: r, record: in}, nil
+	return &flight{r: r, record: rec}, nil
 }
 
 // unanswered hands the record over when the backend's error (err) is not
@@ -158,47 +156,46 @@ func (f *flight) end() {
 }
 
 // discard removes a container the shim will not keep, and its pins, and
-// reports whether that is done. When it is not (containerd down), the record
-// in, marked for discarding, stays for the reconciler.
-func (r *reconciler) discard(ctx context.Context, in intents.Record) bool {
+// reports whether that is done. When it is not (containerd down), rec, which
+// names the container, is written again (a record the create would have
+// removed) and stays for the reconciler.
+func (r *reconciler) discard(ctx context.Context, rec intents.Record) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
 	defer cancel()
-	err := r.undo(ctx, in)
+	err := r.undo(ctx, rec)
 	if err == nil {
 		return true
 	}
-	in.Discard = true
-	if perr := r.intents.Put(in); perr != nil {
-		r.log.WithError(errors.Join(err, perr)).WithField("container", in.Container).
+	if perr := r.intents.Put(rec); perr != nil {
+		r.log.WithError(errors.Join(err, perr)).WithField("container", rec.Container).
 			Error("remove the container after a failed create or start, and record it for later; it is left in the backend")
 		return true // no record to keep
 	}
-	r.log.WithError(err).WithField("container", in.Container).
+	r.log.WithError(err).WithField("container", rec.Container).
 		Warn("remove the container after a failed create or start; recorded, retried until containerd answers")
 	return false
 }
 
 // discardID is discard for a container made by an earlier call.
 func (r *reconciler) discardID(ctx context.Context, id string) {
-	in := intents.Record{ID: intents.NewID(), Container: id}
-	if !r.discard(ctx, in) {
+	if !r.discard(ctx, intents.Record{ID: intents.NewID(), Container: id}) {
 		r.reconcileSoon()
 	}
 }
 
-// undo removes whatever the backend has made for in, and its pins: the
-// container with in's id, or, when the backend never answered with one,
-// those of in's sandbox with in's name and attempt.
-func (r *reconciler) undo(ctx context.Context, in intents.Record) error {
-	ids := []string{in.Container}
-	if in.Container == "" {
-		resp, err := r.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: in.Sandbox}})
+// undo removes whatever the backend has made for rec, and its pins: the
+// container with rec's id, or, when the backend never answered with one,
+// those of rec's sandbox with rec's name and attempt.
+func (r *reconciler) undo(ctx context.Context, rec intents.Record) error {
+	ids := []string{rec.Container}
+	if rec.Container == "" {
+		resp, err := r.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: rec.Sandbox}})
 		if err != nil {
-			return fmt.Errorf("find container %q (attempt %d) in pod sandbox %q: %w", in.Name, in.Attempt, in.Sandbox, err)
+			return fmt.Errorf("find container %q (attempt %d) in pod sandbox %q: %w", rec.Name, rec.Attempt, rec.Sandbox, err)
 		}
 		ids = ids[:0]
 		for _, c := range resp.GetContainers() {
-			if c.GetPodSandboxId() == in.Sandbox && c.GetMetadata().GetName() == in.Name && c.GetMetadata().GetAttempt() == in.Attempt {
+			if c.GetPodSandboxId() == rec.Sandbox && c.GetMetadata().GetName() == rec.Name && c.GetMetadata().GetAttempt() == rec.Attempt {
 				ids = append(ids, c.GetId())
 			}
 		}
@@ -214,26 +211,32 @@ func (r *reconciler) undo(ctx context.Context, in intents.Record) error {
 	return nil
 }
 
-// reconcile undoes what every record left by a crash, or by a clean-up that
-// failed, names, and removes the records. Records of creates in flight in
-// this process are left alone. One record that cannot be reconciled does
-// not stop the others.
+// reconcile undoes what unfinished creates left (undoRecorded), then
+// releases the pins of containers the backend no longer has (releaseStale).
 func (r *reconciler) reconcile(ctx context.Context) error {
+	return errors.Join(r.undoRecorded(ctx), r.releaseStale(ctx))
+}
+
+// undoRecorded undoes what every record left by a crash, or by a clean-up
+// that failed, names, and removes the records. Records of creates in flight
+// in this process are left alone. One record that cannot be reconciled does
+// not stop the others.
+func (r *reconciler) undoRecorded(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	records, err := r.intents.List()
 	errs := []error{err}
-	for _, in := range records {
-		if r.flights.has(in.ID) {
+	for _, rec := range records {
+		if r.flights.has(rec.ID) {
 			continue
 		}
-		log := r.log.WithFields(map[string]any{"record": in.ID, "name": in.Name, "attempt": in.Attempt, "sandbox": in.Sandbox, "container": in.Container})
-		if err := r.undo(ctx, in); err != nil {
+		log := r.log.WithFields(map[string]any{"record": rec.ID, "name": rec.Name, "attempt": rec.Attempt, "sandbox": rec.Sandbox, "container": rec.Container})
+		if err := r.undo(ctx, rec); err != nil {
 			log.WithError(err).Warn("reconcile: the container of an unfinished create is not removed yet")
 			errs = append(errs, err)
 			continue
 		}
-		if err := r.intents.Remove(in.ID); err != nil {
+		if err := r.intents.Remove(rec.ID); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -243,8 +246,8 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 }
 
 // reconcileSoon starts a reconciler loop unless one runs: it retries
-// reconcileAll until it succeeds (no record left but those of creates in
-// flight, no stale pin), or the targeter stops.
+// reconcile until it succeeds (no record left but those of creates in
+// flight, no stale pin), or the server shuts down.
 func (r *reconciler) reconcileSoon() {
 	r.flights.mu.Lock()
 	if r.flights.looping {
@@ -261,7 +264,7 @@ func (r *reconciler) reconcileSoon() {
 		}()
 		for {
 			ctx, cancel := context.WithTimeout(r.life, discardTimeout)
-			err := r.all(ctx)
+			err := r.reconcile(ctx)
 			cancel()
 			if err == nil {
 				return
@@ -275,18 +278,12 @@ func (r *reconciler) reconcileSoon() {
 	}()
 }
 
-// reconcileAll undoes what unfinished creates left, then releases the pins
-// of containers the backend no longer has.
-func (r *reconciler) all(ctx context.Context) error {
-	return errors.Join(r.reconcile(ctx), r.releaseStale(ctx))
-}
-
 // Reconcile undoes what unfinished creates left (a crash, a clean-up that
 // failed), then releases the pins of containers the backend no longer has.
 // When that fails (containerd down), it is retried in the background until
 // it succeeds; the error says why the first attempt did not.
 func (s *Server) Reconcile(ctx context.Context) error {
-	err := s.target.recon.all(ctx)
+	err := s.target.recon.reconcile(ctx)
 	if err != nil {
 		s.target.recon.reconcileSoon()
 	}

@@ -137,8 +137,8 @@ func TestDiscardFailureIsReconciled(t *testing.T) {
 	if _, err := r.create(t, createReq("pod", pidTarget("app"))); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("strict create with a failing pin = %v, want FailedPrecondition", err)
 	}
-	if l := r.intents(t); len(l) != 1 || !l[0].Discard || l[0].Container != "new1" {
-		t.Fatalf("records = %+v, want one marking new1 for discarding", l)
+	if l := r.intents(t); len(l) != 1 || l[0].Container != "new1" {
+		t.Fatalf("records = %+v, want one naming new1, for the reconciler to remove", l)
 	}
 	r.backend.mu.Lock()
 	r.backend.removeErr = nil

@@ -75,16 +75,22 @@ type Options struct {
 // raw frames to the backend (passthrough.go), the intercepted ones through
 // the targeting hooks of target (target.go). It holds no lock of its own:
 // the state it shares between calls is grpc's, the health server's, the
-// pins on disk and containerd's.
+// pins on disk and containerd's. Every field is set by New (nri by useNRI)
+// and never changes after.
 type Server struct {
 	proxy   proxy
-	hooks   map[string]hook // intercepted method -> its handler; read-only after New
+	hooks   map[string]hook // intercepted method -> its handler
 	target  *targeter
 	nri     *nriplugin.Plugin // nil: the Update path only
 	log     *logrus.Entry
 	grpc    *grpc.Server
 	metrics Metrics        // nil: none
 	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
+	// life is the server's lifetime: it ends when Shutdown begins (stop),
+	// and with it the streams the proxy pipes, the reconciler's loop and
+	// the NRI connection, each of which is handed life.
+	life context.Context
+	stop context.CancelFunc
 }
 
 // New builds a Server from opts. With TargetingVia other than ViaUpdate it
@@ -133,7 +139,8 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 	if log == nil {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
-	recon := newReconciler(cri, pins, records, log)
+	life, stop := context.WithCancel(context.Background())
+	recon := newReconciler(life, cri, pins, records, log)
 	t := &targeter{
 		recon:   recon,
 		report:  reporter{log: log, metrics: m},
@@ -148,10 +155,12 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		log:     log,
 	}
 	s := &Server{
-		proxy:   proxy{backend: backend, codec: newRawCodec(), stopping: recon.life},
+		proxy:   proxy{backend: backend, codec: newRawCodec(), stopping: life},
 		target:  t,
 		log:     log,
 		metrics: m,
+		life:    life,
+		stop:    stop,
 		hooks: map[string]hook{
 			"/runtime.v1.RuntimeService/CreateContainer":  t.createContainer,
 			"/runtime.v1.RuntimeService/StartContainer":   t.startContainer,
@@ -236,7 +245,7 @@ func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 // returns by ctx's deadline even when a client has stopped reading: it does
 // not wait for handlers that closing the connections has cancelled.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.target.recon.stop() // ends streams, reconciler loops and the NRI connection
+	s.stop() // ends the streams, the reconciler's loop and the NRI connection
 	drained := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
