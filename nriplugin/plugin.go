@@ -66,7 +66,10 @@ type Plugin struct {
 
 // Call is one TARGET create that expects its NRI event.
 type Call struct {
-	Sandbox string // the resolved sandbox id
+	// Sandbox is the pod sandbox id the request gave, in full or as a
+	// unique prefix (as containerd takes it): the event's, in full, starts
+	// with it.
+	Sandbox string
 	Name    string // the container's CRI name
 	// Adjust answers the event, on the NRI stub's goroutine; it runs at
 	// most once, and Settle waits for it to return.
@@ -267,8 +270,8 @@ func (p *Plugin) Settle(ctx context.Context, token string) (answered bool, err e
 
 // CreateContainer is the NRI event: containerd is making container c. Only
 // a container whose request the shim forwarded with a token it expects is
-// adjusted, and only if it is that request's (same sandbox and name); any
-// other is left alone.
+// adjusted, and only if it is that request's (same name, in the sandbox
+// the request named); any other is left alone.
 func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	token, ok := c.GetAnnotations()[AnnotationRequest]
 	if !ok {
@@ -276,7 +279,7 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, c *ap
 	}
 	p.mu.Lock()
 	call := p.calls[token]
-	if call == nil || call.state != callWaiting || call.Sandbox != c.GetPodSandboxId() || call.Name != c.GetName() {
+	if call == nil || call.state != callWaiting || !call.names(c) {
 		p.mu.Unlock()
 		p.log.WithFields(logrus.Fields{"container": c.GetId(), "name": c.GetName(), "sandbox": c.GetPodSandboxId()}).
 			Warn("NRI event for a container whose request is not in flight (or not this one): not adjusted")
@@ -293,6 +296,11 @@ func (p *Plugin) CreateContainer(ctx context.Context, pod *api.PodSandbox, c *ap
 	close(call.done)
 	p.mu.Unlock()
 	return adj, nil, err
+}
+
+// names tells whether c is the container the call's request names.
+func (c *Call) names(ctr *api.Container) bool {
+	return c.Sandbox != "" && strings.HasPrefix(ctr.GetPodSandboxId(), c.Sandbox) && c.Name == ctr.GetName()
 }
 
 // NewToken is a request's correlation token: 128 random bits.

@@ -28,13 +28,15 @@ func nriContainer(id, sandbox, name, token string) *api.Container {
 
 // The event of a container whose request the shim forwarded with a token
 // gets that request's adjustment, once; any other container (no token, an
-// unknown one, a token whose sandbox or name do not match) gets none.
+// unknown one, a token whose sandbox or name do not match) gets none. The
+// request may name its sandbox by a prefix, as containerd takes it; the
+// event names it in full.
 func TestEventsGetOnlyTheirAdjustment(t *testing.T) {
 	p := testPlugin(t)
 	calls := 0
 	adj := &api.ContainerAdjustment{}
 	adj.AddOrReplaceNamespace(&api.LinuxNamespace{Type: "pid", Path: "/pins/c1/pid"})
-	if !p.Expect("tok1", &Call{Sandbox: "sb1", Name: "debug", Adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
+	if !p.Expect("tok1", &Call{Sandbox: "sb", Name: "debug", Adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
 		calls++
 		return adj, nil
 	}}) {
@@ -43,7 +45,7 @@ func TestEventsGetOnlyTheirAdjustment(t *testing.T) {
 	for _, c := range []*api.Container{
 		nriContainer("c0", "sb1", "debug", ""),        // not a TARGET create
 		nriContainer("c0", "sb1", "debug", "unknown"), // a token the shim never gave
-		nriContainer("c0", "sb2", "debug", "tok1"),    // another pod's container with the token
+		nriContainer("c0", "xsb1", "debug", "tok1"),   // another pod's container with the token
 		nriContainer("c0", "sb1", "other", "tok1"),    // another container's
 	} {
 		got, _, err := p.CreateContainer(context.Background(), nil, c)
