@@ -68,3 +68,13 @@ func answered(err error) bool {
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
+
+// codeOf picks the code for a failure to reach the target or its
+// container (containerd's API): Unavailable when containerd did not answer,
+// FailedPrecondition otherwise.
+func codeOf(err error) codes.Code {
+	if status.Code(err) == codes.Unavailable || errors.Is(err, context.DeadlineExceeded) {
+		return codes.Unavailable
+	}
+	return codes.FailedPrecondition
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -28,21 +29,35 @@ type EventSink interface {
 	Post(events.Event)
 }
 
-// outcome logs what targeting decided for container id: one line per targeted namespace, one warning per
-// fallback, each naming both containers.
-func (r reporter) outcome(id string, o *outcome) {
-	log := r.log.WithFields(logrus.Fields{"container": id, "name": o.name, "target": o.rec.Target, "via": o.rec.Via})
-	for _, f := range o.fails {
+// outcome reports what targeting decided (d) for container id, whose spec
+// was written via: one log line per targeted namespace and one warning per
+// fallback, each naming both containers, the targeting metric, and the
+// Event on the pod.
+func (r reporter) outcome(id, via string, d decision) {
+	log := r.log.WithFields(logrus.Fields{"container": id, "name": d.name, "target": d.rec.Target, "via": via})
+	for _, f := range d.fails {
 		r.targeting(f.kind, "create", oci.Fallback, f.why)
 		log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason, "reason_kind": f.why}).Warn("targeting fell back to the pod's namespace")
 	}
-	for kind, ns := range o.rec.Namespaces {
+	for kind, ns := range d.rec.Namespaces {
 		if ns.Result == oci.Targeted {
 			r.targeting(kind, "create", oci.Targeted, reasonNone)
 			log.WithFields(logrus.Fields{"namespace": kind, "inode": ns.Inode, "pin": ns.Path}).Info("container joins the target's namespace")
 		}
 	}
-	r.event(o.name, "create", o.rec)
+	r.event(d.name, "create", d.rec)
+}
+
+// refused reports strict mode's refusal, if err is one: each fallback it
+// refuses, to the targeting metric.
+func (r reporter) refused(err error) {
+	var ref *refusal
+	if !errors.As(err, &ref) {
+		return
+	}
+	for _, f := range ref.fails {
+		r.targeting(f.kind, "create", resultRefused, f.why)
+	}
 }
 
 // event posts, on the pod of the container named name, what targeting
@@ -228,12 +243,12 @@ func (w *stopwatch) lap(step string) {
 }
 
 // steps logs, at debug level, how long each step of container id's create
-// took, the NRI answer's share of the forward among them.
-func (r reporter) steps(id string, o *outcome, w *stopwatch) {
+// took, the NRI answer's share of the forward (answer) among them.
+func (r reporter) steps(id, via string, answer time.Duration, w *stopwatch) {
 	if w == nil {
 		return
 	}
-	w.laps["answer_us"] = o.answerTook.Microseconds()
+	w.laps["answer_us"] = answer.Microseconds()
 	w.laps["total_us"] = time.Since(w.start).Microseconds()
-	r.log.WithFields(w.laps).WithFields(logrus.Fields{"container": id, "via": o.rec.Via}).Debug("create steps")
+	r.log.WithFields(w.laps).WithFields(logrus.Fields{"container": id, "via": via}).Debug("create steps")
 }

@@ -151,6 +151,7 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		openNS:  namespaces.Open,
 		hasInit: namespaces.HasInit,
 		canJoin: namespaces.CanJoin,
+		stat:    namespaces.Stat,
 		strict:  strict,
 		log:     log,
 	}

@@ -4,35 +4,24 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/codes"
 
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
-// outcome is what targeting decided for one CreateContainer. It has one
-// owner at a time: the create's handler (createContainer), except while
-// the create's NRI event is being answered (answerNRI, on the NRI stub's
-// goroutine), from the event's claim until nriplugin's Settle returns,
-// which is only once the answer is done, never on a timeout alone.
-type outcome struct {
-	name    string // the new container's name, for messages
-	rec     oci.Record
-	handles []*namespaces.Handle // open target namespaces, until pinned
-	shm     *namespaces.Handle   // the target's /dev/shm, opened with an ipc namespace
-	pid     uint32               // the target's pid the handles were opened through
-	fails   []failure            // fallbacks, in the order they were decided
-	// sandbox is the target's (and so the new container's) sandbox id, in full.
-	sandbox string
-	// pinning is the container pinned in an NRI event, while its create is
-	// in flight; held: its pins are kept (the answer pointed it at them).
-	pinning string
-	held    bool
-	// answerTook is how long the NRI answer took (within forward's time)
-	answerTook time.Duration
+// decision is what targeting decided for one create, as plain values: the
+// record the new container carries, and the fallbacks in the order they
+// were decided (strict mode answers the first). Its one writer is whoever
+// holds it: the create's handler, or the NRI answer, which builds its own
+// and hands it over when it returns (nriAnswer).
+type decision struct {
+	name  string // the new container's, for messages
+	rec   oci.Record
+	fails []failure
 }
 
 // failure is one fallback, with the code strict mode answers it with.
@@ -43,116 +32,142 @@ type failure struct {
 	why    reasonKind // reason, from a fixed set (metrics, logs)
 }
 
-func (o *outcome) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
-	o.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason, ReasonKind: string(why)}
-	o.fails = append(o.fails, failure{kind: kind, code: code, reason: reason, why: why})
+// decisionFor is what is decided before the container exists, from the
+// request (req, p) and its prepared target (tg): each namespace whose
+// target was opened is targeted; each unknown mode, and each namespace
+// whose target could not be opened, falls back.
+func decisionFor(req criwire.Create, p *plan, tg *target) decision {
+	d := decision{name: req.Name, rec: oci.Record{Target: tg.id, TargetName: tg.name, Pod: podOf(req.Pod), Namespaces: map[string]oci.NamespaceRecord{}}}
+	for _, u := range p.unknown {
+		d.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
+			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
+	}
+	if f := tg.failed; f != nil {
+		for _, k := range p.kinds {
+			d.fallBack(string(k), "create", f.why, f.code, f.reason)
+		}
+		return d
+	}
+	for _, h := range tg.handles {
+		d.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino}
+	}
+	return d
+}
+
+// podOf is the pod a request's sandbox_config names, for the record; nil
+// when it names none.
+func podOf(p criwire.Pod) *oci.Pod {
+	if p == (criwire.Pod{}) {
+		return nil
+	}
+	return &oci.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+}
+
+func (d *decision) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
+	d.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason, ReasonKind: string(why)}
+	d.fails = append(d.fails, failure{kind: kind, code: code, reason: reason, why: why})
 }
 
 // fallBackTargeted turns every namespace still targeted into a fallback,
 // in the order of their kinds (strict mode answers the first).
-func (o *outcome) fallBackTargeted(why reasonKind, code codes.Code, reason string) {
-	for _, kind := range slices.Sorted(maps.Keys(o.rec.Namespaces)) {
-		if o.rec.Namespaces[kind].Result == oci.Targeted {
-			o.fallBack(kind, "create", why, code, reason)
+func (d *decision) fallBackTargeted(why reasonKind, code codes.Code, reason string) {
+	for _, kind := range slices.Sorted(maps.Keys(d.rec.Namespaces)) {
+		if d.rec.Namespaces[kind].Result == oci.Targeted {
+			d.fallBack(kind, "create", why, code, reason)
 		}
 	}
 }
 
-// pinsWanted: some opened namespace is still to be joined, and not pinned yet.
-func (o *outcome) pinsWanted() bool {
-	if o.held {
-		return false
+// unconfirmed turns tg's namespaces into fallbacks when the pid they were
+// opened through could not be confirmed as the target's (err).
+func (d *decision) unconfirmed(tg *target, err error) {
+	if err == nil {
+		return
 	}
-	for _, h := range o.handles {
-		if o.rec.Namespaces[string(h.Kind)].Result == oci.Targeted {
+	for _, h := range tg.handles {
+		d.fallBack(string(h.Kind), "create", whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
+	}
+}
+
+// targets tells whether some namespace is still to be joined.
+func (d *decision) targets() bool {
+	for _, r := range d.rec.Namespaces {
+		if r.Result == oci.Targeted {
 			return true
 		}
 	}
 	return false
 }
 
-func (o *outcome) close() {
-	for _, h := range o.handles {
-		h.Close()
-	}
-	if o.shm != nil {
-		o.shm.Close()
-	}
+// decideEnv is what decide asks of the world, injected: whether a user
+// namespace may join a namespace (namespaces.CanJoin), a namespace's (or a
+// directory's) identity (namespaces.Stat), and the pins, taken in one step
+// for the container being decided (createPins.take): the pins of hs and,
+// if not nil, of the target's /dev/shm. pin answers the pins' paths, or why
+// the namespaces', or only the /dev/shm's, could not be made.
+type decideEnv struct {
+	canJoin func(h *namespaces.Handle, userns string) (bool, error)
+	stat    func(path string) (namespaces.ID, error)
+	pin     func(hs []*namespaces.Handle, shm *namespaces.Handle) (paths map[namespaces.Kind]string, nsErr, shmErr error)
 }
 
-// unconfirmed turns the opened namespaces into fallbacks: the pid could not
-// be confirmed as the target's.
-func (o *outcome) unconfirmed(err error) {
-	for _, h := range o.handles {
-		o.fallBack(string(h.Kind), "create", whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
-	}
-	o.close()
-	o.handles, o.shm = nil, nil
-}
-
-// setPinPaths records where the pins of o's namespaces go for container id.
-func (t *targeter) setPinPaths(id string, o *outcome) error {
-	paths, err := t.pins.Paths(id, o.handles)
-	if err != nil {
-		return err
-	}
-	for _, h := range o.handles {
-		r := o.rec.Namespaces[string(h.Kind)]
-		r.Path = paths[h.Kind]
-		o.rec.Namespaces[string(h.Kind)] = r
-	}
-	return nil
-}
-
-func (t *targeter) releasePins(id string) {
-	if err := t.pins.Release(id); err != nil {
-		t.log.WithError(err).WithField("container", id).Warn("release pins")
-	}
-}
-
-// decide is the one tail of both paths, for container id, which the backend
-// is making (NRI) or made (Update) with the namespaces in v: given whether
-// its pins could be made (pinErr), it records each namespace's result,
-// decides what the container joins (point), and applies strict mode. An
-// error is strict mode's refusal. Pins are kept only when the container
-// joins one.
-func (t *targeter) decide(id string, v specView, o *outcome, pinErr error) (pointing, error) {
-	if pinErr != nil {
-		o.fallBackTargeted(reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", pinErr))
-	}
-	p := t.point(id, v, o)
-	if err := t.strictErr(o); err != nil {
-		t.releasePins(id)
-		return pointing{}, err
-	}
-	if len(p.ns) == 0 {
-		t.releasePins(id) // nothing joins a pin: none is kept
-	}
-	return p, nil
-}
-
-// point decides, for the container id the backend made (v), which of o's
-// namespaces it joins and which /dev/shm it gets, and records it all in
-// o.rec. Both paths (the spec Update and the NRI event) write what it decides.
-func (t *targeter) point(id string, v specView, o *outcome) pointing {
-	p := pointing{ns: map[string]string{}}
+// decide is the one tail of both paths, for the container the backend is
+// making (NRI) or made (Update) with the namespaces and mounts in v: which
+// of tg's namespaces still targeted in d it joins (not those its user
+// namespace may not join), whether its /dev/shm is the target's, the pins
+// for them (env.pin, one step), and all of it in d's record. What it
+// returns is what the container is pointed at, empty when nothing joins a
+// pin: then no pin is to be kept. It releases nothing, reports nothing,
+// and does no I/O but env's.
+func decide(d *decision, tg *target, v specView, env decideEnv) pointing {
 	userns := v.ns[string(specs.UserNamespace)]
-	for _, h := range o.handles {
+	var joins []*namespaces.Handle
+	for _, h := range tg.handles {
 		kind := string(h.Kind)
-		r := o.rec.Namespaces[kind]
+		r := d.rec.Namespaces[kind]
 		if r.Result != oci.Targeted {
 			continue
 		}
 		r.PodPath = v.ns[kind]
-		o.rec.Namespaces[kind] = r
-		if reason := t.joinRefused(h, userns); reason != "" {
-			o.fallBack(kind, "create", reasonUsernsRefused, codes.FailedPrecondition, reason)
+		d.rec.Namespaces[kind] = r
+		if reason := joinRefused(h, userns, env.canJoin); reason != "" {
+			d.fallBack(kind, "create", reasonUsernsRefused, codes.FailedPrecondition, reason)
 			continue
 		}
+		joins = append(joins, h)
+	}
+	if len(joins) == 0 {
+		return pointing{}
+	}
+	var ipc ipcSharing
+	if r, ok := d.rec.Namespaces[string(namespaces.IPC)]; ok && r.Result == oci.Targeted {
+		ipc = shareIPC(v.mounts, tg.shm, env.stat)
+	}
+	paths, nsErr, shmErr := env.pin(joins, ipc.pin)
+	if nsErr != nil {
+		d.fallBackTargeted(reasonPinFailed, codes.FailedPrecondition, fmt.Sprintf("pin the target's namespace: %v", nsErr))
+		return pointing{}
+	}
+	p := pointing{ns: map[string]string{}}
+	for _, h := range joins {
+		kind := string(h.Kind)
+		r := d.rec.Namespaces[kind]
+		r.Path = paths[h.Kind]
+		d.rec.Namespaces[kind] = r
 		p.ns[kind] = r.Path
 	}
-	if r, ok := o.rec.Namespaces[string(namespaces.IPC)]; ok && r.Result == oci.Targeted {
-		p.shm = t.shareIPC(id, v.mounts, o)
+	if r, ok := d.rec.Namespaces[string(namespaces.IPC)]; ok && r.Result == oci.Targeted {
+		r.Shares, r.Shm, r.ShmReason, r.PodShm = ipc.shares, ipc.shm, ipc.why, ipc.podShm
+		if m := ipc.mount; m != nil {
+			if shmErr != nil {
+				r.ShmReason = fmt.Sprintf("pin the target's /dev/shm: %v", shmErr)
+			} else {
+				m.Source = paths[namespaces.Shm]
+				r.Shares, r.Shm = append(r.Shares, "shm"), m.Source
+				p.shm = m
+			}
+		}
+		d.rec.Namespaces[string(namespaces.IPC)] = r
 	}
 	return p
 }
@@ -160,11 +175,11 @@ func (t *targeter) point(id string, v specView, o *outcome) pointing {
 // joinRefused says why a container in the user namespace at userns (the
 // spec's; "" for a new one or the host's, which can join anything the shim
 // can open) could not join the namespace h holds, or "" if it can.
-func (t *targeter) joinRefused(h *namespaces.Handle, userns string) string {
+func joinRefused(h *namespaces.Handle, userns string, canJoin func(*namespaces.Handle, string) (bool, error)) string {
 	if userns == "" {
 		return ""
 	}
-	ok, err := t.canJoin(h, userns)
+	ok, err := canJoin(h, userns)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("check that the container's user namespace %s may join the target's %s namespace: %v", userns, h.Kind, err)
@@ -174,70 +189,99 @@ func (t *targeter) joinRefused(h *namespaces.Handle, userns string) string {
 	return ""
 }
 
-// shareIPC records what a targeted ipc namespace shares, and returns the
-// /dev/shm mount that points at the target's where that is not the pod's:
-// SysV IPC and POSIX message queues belong to the namespace (the runtime
-// mounts /dev/mqueue after joining it); POSIX shared memory is the /dev/shm
-// mount. A /dev/shm that cannot be shared leaves the backend's and says why:
-// the namespace is still the target's.
-func (t *targeter) shareIPC(id string, mounts []specs.Mount, o *outcome) *specs.Mount {
+// ipcSharing is what a joined ipc namespace shares with the target, as its
+// record says it (shares, shm, why, podShm), and, where the container's
+// /dev/shm is to be the target's, the mount that replaces the backend's
+// (its source the pin of pin, once made).
+type ipcSharing struct {
+	shares           []string
+	shm, why, podShm string
+	mount            *specs.Mount
+	pin              *namespaces.Handle
+}
+
+// shareIPC decides what a joined ipc namespace shares: SysV IPC and POSIX
+// message queues belong to the namespace (the runtime mounts /dev/mqueue
+// after joining it, unless mounts has another there); POSIX shared memory
+// is the /dev/shm mount, the target's (shm, nil when it has none) where
+// that is not the pod's already (stat tells). A /dev/shm that cannot be
+// shared leaves the backend's, and says why: the namespace is still the
+// target's.
+func shareIPC(mounts []specs.Mount, shm *namespaces.Handle, stat func(string) (namespaces.ID, error)) ipcSharing {
 	spec := &specs.Spec{Mounts: mounts}
-	r := o.rec.Namespaces[string(namespaces.IPC)]
-	defer func() { o.rec.Namespaces[string(namespaces.IPC)] = r }()
-	r.Shares, r.Shm, r.ShmReason, r.PodShm = []string{"sysv"}, "", "", ""
+	s := ipcSharing{shares: []string{"sysv"}}
 	if i := oci.MountIndex(spec, "/dev/mqueue"); i < 0 || spec.Mounts[i].Type == "mqueue" {
-		r.Shares = append(r.Shares, "mqueue")
+		s.shares = append(s.shares, "mqueue")
 	}
-	if o.shm == nil {
-		r.ShmReason = "the target has no /dev/shm"
-		return nil
+	if shm == nil {
+		s.why = "the target has no /dev/shm"
+		return s
 	}
 	i := oci.MountIndex(spec, "/dev/shm")
 	if i < 0 {
 		// nothing of the backend's to replace, and so nothing a fallback
 		// could restore
-		r.ShmReason = "the backend gave the container no /dev/shm mount"
-		return nil
+		s.why = "the backend gave the container no /dev/shm mount"
+		return s
 	}
 	pod := spec.Mounts[i]
-	r.PodShm = pod.Source
-	if id, err := namespaces.Stat(pod.Source); err == nil && id == o.shm.ID {
-		r.Shares, r.Shm = append(r.Shares, "shm"), oci.ShmPod
-		return nil
+	s.podShm = pod.Source
+	if id, err := stat(pod.Source); err == nil && id == shm.ID {
+		s.shares, s.shm = append(s.shares, "shm"), oci.ShmPod
+		return s
 	}
-	path, ok := t.pins.Path(id, namespaces.Shm) // pinned already by an earlier answer
-	var err error
-	if !ok {
-		path, err = t.pins.Add(id, o.shm)
-	}
-	if err != nil {
-		r.ShmReason = fmt.Sprintf("pin the target's /dev/shm: %v", err)
-		return nil
-	}
-	m := specs.Mount{Destination: pod.Destination, Type: "bind", Source: path, Options: []string{"rbind", "nosuid", "nodev", "noexec", "rw"}}
+	m := specs.Mount{Destination: pod.Destination, Type: "bind", Options: []string{"rbind", "nosuid", "nodev", "noexec", "rw"}}
 	if pod.Type == "bind" {
 		m.Options = slices.Clone(pod.Options)
 	}
-	r.Shares, r.Shm = append(r.Shares, "shm"), path
-	return &m
+	s.mount, s.pin = &m, shm
+	return s
 }
 
-// strictErr is the error strict mode answers the first fallback with.
-func (t *targeter) strictErr(o *outcome) error {
-	if !t.strict || len(o.fails) == 0 {
+// refusal is strict mode's answer to a fallback: the error its caller gets,
+// and the fallbacks it refuses, which the create that returns it reports
+// once (reporter.refused).
+type refusal struct {
+	err   error // coded
+	fails []failure
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// strictErr is strict mode's refusal of d's first fallback; nil when d
+// has none, or without strict.
+func strictErr(d *decision, strict bool) error {
+	if !strict || len(d.fails) == 0 {
 		return nil
 	}
-	for _, f := range o.fails {
-		t.report.targeting(f.kind, "create", resultRefused, f.why)
-	}
-	f := o.fails[0]
+	f := d.fails[0]
 	if f.why == reasonUnknownMode {
-		return coded(f.code, "strict targeting: container %s: %s (%s); without strict_targeting it would run in the pod's %s namespace",
-			o.name, f.reason, f.why, f.kind)
+		return &refusal{fails: d.fails, err: coded(f.code, "strict targeting: container %s: %s (%s); without strict_targeting it would run in the pod's %s namespace",
+			d.name, f.reason, f.why, f.kind)}
 	}
-	target, ref := targetNames(o.rec.TargetName)
-	return coded(f.code, "strict targeting: container %s cannot join the %s namespace of %s: %s (%s: %s); without strict_targeting it would run in the pod's",
-		o.name, f.kind, ref, inWords(f.why, "create", target, o.name), f.why, f.reason)
+	target, ref := targetNames(d.rec.TargetName)
+	return &refusal{fails: d.fails, err: coded(f.code, "strict targeting: container %s cannot join the %s namespace of %s: %s (%s: %s); without strict_targeting it would run in the pod's",
+		d.name, f.kind, ref, inWords(f.why, "create", target, d.name), f.why, f.reason)}
+}
+
+// specNotWritten decides what a create whose spec could not be written
+// (err) comes to: the backend made it in the pod's namespaces, which is the
+// fallback, without the record that could not be written; strict, a
+// refusal of every namespace it asked for.
+func specNotWritten(d *decision, err error, strict bool) error {
+	why := whySpecNotUpdated(err)
+	if !strict {
+		d.fallBackTargeted(why, codeOf(err), fmt.Sprintf("update the container's spec: %v", err))
+		return nil
+	}
+	var fails []failure
+	for _, kind := range slices.Sorted(maps.Keys(d.rec.Namespaces)) {
+		fails = append(fails, failure{kind: kind, code: codeOf(err), why: why})
+	}
+	target, ref := targetNames(d.rec.TargetName)
+	return &refusal{fails: fails, err: coded(codeOf(err), "strict targeting: container %s cannot join the namespaces of %s: %s (%s: %w); it was removed",
+		d.name, ref, inWords(why, "create", target, d.name), why, err)}
 }
 
 // targetNames are how messages name a target called name: by itself
@@ -248,22 +292,4 @@ func targetNames(name string) (target, ref string) {
 		return "the target", "the target container"
 	}
 	return name, "target container " + name
-}
-
-// specNotWritten decides what a create whose spec could not be written
-// (err) comes to: the backend made it in the pod's namespaces, which is the
-// fallback, without the record that could not be written; strict, an error.
-// No pin is kept either way.
-func (t *targeter) specNotWritten(id string, o *outcome, err error) error {
-	t.releasePins(id)
-	if t.strict {
-		for kind := range o.rec.Namespaces {
-			t.report.targeting(kind, "create", resultRefused, whySpecNotUpdated(err))
-		}
-		target, ref := targetNames(o.rec.TargetName)
-		return coded(codeOf(err), "strict targeting: container %s cannot join the namespaces of %s: %s (%s: %w); it was removed",
-			o.name, ref, inWords(whySpecNotUpdated(err), "create", target, o.name), whySpecNotUpdated(err), err)
-	}
-	o.fallBackTargeted(whySpecNotUpdated(err), codeOf(err), fmt.Sprintf("update the container's spec: %v", err))
-	return nil
 }

@@ -7,8 +7,13 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
-// specView is what targeting reads of the container the backend made: its
-// stored spec (the Update path) or the NRI event's copy of it.
+// The two renderings of one decision: what targeting reads of the container
+// the backend made (a specView: its stored spec on the Update path, the NRI
+// event's copy of it), and what it writes into it (a pointing), as spec
+// options or as an NRI adjustment. Each path sets the record's Via here,
+// where it renders.
+
+// specView is what targeting reads of the container the backend made.
 type specView struct {
 	ns     map[string]string // namespace type -> path ("" for a new one)
 	mounts []specs.Mount
@@ -43,9 +48,11 @@ func viewOfNRI(c *nriapi.Container) specView {
 	return v
 }
 
-// specOpts renders a decision for the Update path: the spec options that
-// write it into the stored spec, the record last.
-func specOpts(p pointing, rec oci.Record) []oci.Opt {
+// renderSpec renders d, which points the container at p, for the Update
+// path: it records that the spec is written that way, and answers the spec
+// options that write it into the stored spec, the record last.
+func renderSpec(d *decision, p pointing) []oci.Opt {
+	d.rec.Via = ViaUpdate
 	var opts []oci.Opt
 	for kind, path := range p.ns {
 		opts = append(opts, oci.WithNamespacePath(specs.LinuxNamespaceType(kind), path))
@@ -53,13 +60,15 @@ func specOpts(p pointing, rec oci.Record) []oci.Opt {
 	if p.shm != nil {
 		opts = append(opts, oci.WithMount(*p.shm))
 	}
-	return append(opts, oci.WithRecord(rec))
+	return append(opts, oci.WithRecord(d.rec))
 }
 
-// nriAdjustment renders a decision for the NRI path: the adjustment
+// renderNRI renders d, which points the container at p, for the NRI path:
+// it records that the spec is written that way, and answers the adjustment
 // containerd applies inside its create, the record as an annotation.
-func nriAdjustment(p pointing, rec oci.Record) (*nriapi.ContainerAdjustment, error) {
-	enc, err := rec.Encode()
+func renderNRI(d *decision, p pointing) (*nriapi.ContainerAdjustment, error) {
+	d.rec.Via = ViaNRI
+	enc, err := d.rec.Encode()
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"time"
+
+	nriapi "github.com/containerd/nri/pkg/api"
+
+	"github.com/cri-nstarget/cri-nstarget/criwire"
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
+)
+
+// nriAnswer is one create's answer to containerd's NRI CreateContainer
+// event for the container it makes, and what the answer leaves. It is
+// written by the answer, on the NRI stub's goroutine, from the event's
+// claim until the answer returns, and read by the create only once
+// nriplugin's Settle has returned, which waits for the answer: it has one
+// writer at a time, as the pins the answer takes (createPins) do.
+type nriAnswer struct {
+	id   string        // the container the event was for; "" if none came
+	d    decision      // what the answer decided, and rendered
+	took time.Duration // how long the answer took (within the forward)
+}
+
+// answerFunc answers an event (c) into a.
+type answerFunc func(a *nriAnswer, c *nriapi.Container) (*nriapi.ContainerAdjustment, error)
+
+// expectNRI registers a create whose request names sandbox (in full, or as
+// a unique prefix) and the container name with the NRI plugin: containerd's
+// event for the container it makes is answered by answer. It returns the
+// token the request is to carry and the answer's state; neither when NRI is
+// not usable now (the Update path).
+func (t *targeter) expectNRI(sandbox, name string, answer answerFunc) (string, *nriAnswer) {
+	if t.nri == nil {
+		return "", nil
+	}
+	a := &nriAnswer{}
+	token := nriplugin.NewToken()
+	adjust := func(c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+		defer func(start time.Time) { a.took = time.Since(start) }(time.Now())
+		a.id = c.GetId()
+		return answer(a, c)
+	}
+	if !t.nri.Expect(token, &nriplugin.Call{Sandbox: sandbox, Name: name, Adjust: adjust}) {
+		return "", nil
+	}
+	return token, a
+}
+
+// answerTargeting answers the event of the container the backend makes for
+// a TARGET create (req, p): it waits for the preparation (its error refuses
+// the create, so containerd makes nothing) and for the target's pid to be
+// confirmed, decides with the event's copy of the container's spec, taking
+// the pins into pins, and renders the decision as the adjustment that
+// containerd applies inside its CreateContainer. A fallback is answered
+// with its record; strict mode's refusal refuses the create.
+func (t *targeter) answerTargeting(req criwire.Create, p *plan, prep *preparation, pins *createPins) answerFunc {
+	return func(a *nriAnswer, c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+		failpoint("create:nri-event")
+		tg, err := prep.wait()
+		if err != nil {
+			return nil, err
+		}
+		a.d = decisionFor(req, p, tg)
+		a.d.unconfirmed(tg, tg.confirm())
+		if err := strictErr(&a.d, t.strict); err != nil {
+			return nil, err
+		}
+		pt := decide(&a.d, tg, viewOfNRI(c), t.decideEnv(a.id, pins))
+		if err := strictErr(&a.d, t.strict); err != nil {
+			return nil, err
+		}
+		return renderNRI(&a.d, pt)
+	}
+}
+
+// answerRecord answers with d's record alone: the container joins nothing
+// of the target's.
+func answerRecord(d decision) answerFunc {
+	return func(a *nriAnswer, _ *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+		a.d = d
+		return renderNRI(&a.d, pointing{})
+	}
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// What the targeting needs from outside, small so unit tests can fake it.
+type (
+	// backendCRI is the typed part of the backend's CRI the shim calls itself.
+	backendCRI interface {
+		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+		ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
+		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
+	}
+	taskLookup interface {
+		TaskPID(ctx context.Context, id string) (uint32, error)
+	}
+	// criContainers finds a CRI container by its full id in containerd's
+	// own metadata: its pod sandbox and name, or errNotCRIContainer.
+	criContainers interface {
+		CRIContainer(ctx context.Context, id string) (criContainer, error)
+	}
+	specEditor interface {
+		EditSpec(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error
+		Spec(ctx context.Context, id string) (*specs.Spec, error)
+	}
+	pinStore interface {
+		Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error)
+		Hold(id string, hs []*namespaces.Handle) error
+		Add(id string, h *namespaces.Handle) (string, error)
+		Path(id string, kind namespaces.Kind) (string, bool)
+		Release(id string) error
+		IDs() ([]string, error)
+	}
+)
+
+// targeter is what the shim does besides forwarding: the hooks of the
+// intercepted methods (container_*.go, sandbox_remove.go), which see a
+// request as bytes and a function that forwards bytes; nothing here knows
+// how calls arrive. A TARGET create goes plan (target_plan.go), prepare
+// (target_prepare.go: the target resolved and opened), decide
+// (target_decide.go, pure, with the pins taken through target_pins.go) and
+// render (target_render.go), inside containerd's create through NRI
+// (nri_answer.go) or after it (container_create.go). What has state or a
+// lifetime of its own is elsewhere: the pins on disk (package pins), the
+// intent records (package intents) and crash recovery (reconciler), the
+// NRI connection (package nriplugin, behind nriAdapter), and the log,
+// metrics and Events (reporter). Every field is set by newServer (nri,
+// removals, lookup and nriOnly by useNRI and New) before the first call,
+// and never changes after.
+type targeter struct {
+	cri    backendCRI
+	tasks  taskLookup
+	specs  specEditor
+	pins   pinStore
+	lookup criContainers // nil: targets are resolved through the CRI only
+	strict bool
+	log    *logrus.Entry
+	report reporter
+	recon  *reconciler
+	// the kernel's side (package namespaces), replaced in unit tests
+	openNS  func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error)
+	hasInit func(path string) (bool, error)
+	canJoin func(h *namespaces.Handle, userns string) (bool, error)
+	stat    func(path string) (namespaces.ID, error)
+
+	nri      nriAdapter  // nil: the Update path only
+	removals removalGate // nil: RemovePodSandbox waits for nothing
+	nriOnly  bool        // refuse TARGET creates while NRI is not usable
+}
+
+// decideEnv is decide's world for a container id whose pins the create
+// takes into pins.
+func (t *targeter) decideEnv(id string, pins *createPins) decideEnv {
+	return decideEnv{canJoin: t.canJoin, stat: t.stat,
+		pin: func(hs []*namespaces.Handle, shm *namespaces.Handle) (map[namespaces.Kind]string, error, error) {
+			return pins.take(id, hs, shm)
+		}}
+}
