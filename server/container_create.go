@@ -35,12 +35,17 @@ func (t *targeter) createContainer(ctx context.Context, raw []byte, fwd forwardF
 }
 
 // createTargeted is createContainer for a request that asks for targeting
-// (p), top to bottom: it prepares (resolves the target, opens its
-// namespaces), records the intent, forwards the request with POD in place
-// of TARGET, points the new container at pins of the target's namespaces
-// (inside the backend's create through NRI, or after it through the spec),
-// and reports. Each acquisition is followed by its undo, deferred on
-// retErr: a failed create leaves no container, no pin and no record.
+// (p), top to bottom: it starts preparing (resolving the target, opening
+// its namespaces), records the intent, forwards the request with POD in
+// place of TARGET, points the new container at pins of the target's
+// namespaces, and reports. On the NRI path the request is forwarded as soon
+// as the intent is recorded: the preparation goes on while containerd
+// creates the container, and the answer to containerd's event for it waits
+// for the preparation, and points it (or refuses it) inside containerd's
+// create. On the Update path the preparation comes first, and the spec is
+// pointed after the create. Each acquisition is followed by its undo,
+// deferred on retErr: a failed create leaves no container, no pin and no
+// record.
 func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *plan, raw []byte, fwd forwardFunc) (_ []byte, retErr error) {
 	w := t.report.stopwatch()
 	defer func() { t.report.refused(retErr) }()
@@ -51,20 +56,16 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 
 	prep := t.prepare(ctx, lctx, req, p)
 	defer prep.close()
-	tg, err := prep.wait()
-	if err != nil {
-		return nil, err
-	}
-	d := decisionFor(req, p, tg)
-	if err := strictErr(&d, t.strict); err != nil {
-		return nil, err
-	}
 
 	// The pins are taken for the container the backend makes, in its NRI
 	// event or after it (decide); the one undo releases them all but for
 	// the container kept, when it joins one.
 	pins := t.newCreatePins()
-	var id string
+	var (
+		id string   // the container the backend made
+		tg *target  // the target, once waited for
+		d  decision // what targeting decided for the container
+	)
 	defer func() {
 		keep := id
 		if retErr != nil || !d.targets() {
@@ -73,19 +74,24 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 		pins.release(keep)
 	}()
 
-	var answer answerFunc
-	if d.targets() {
-		answer = t.answerTargeting(req, p, prep, pins)
-	}
-	token, ans, err := t.throughNRI(req.SandboxID, req.Name, answer)
-	if err != nil {
-		return nil, err
-	}
+	token, ans := t.expectNRI(req.SandboxID, req.Name, t.answerTargeting(req, p, prep, pins))
 	defer t.settleNRI(lctx, token) // a request never sent: no event to wait for
+	if token == "" {
+		// The Update path: prepared before anything is forwarded, so that
+		// its errors and strict refusals leave nothing behind.
+		var err error
+		if tg, d, err = t.decided(prep, req, p); err != nil {
+			return nil, err
+		}
+		if t.nriOnly && d.targets() {
+			_, why := t.nri.Usable()
+			return nil, coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", req.Name, why)
+		}
+	}
 
 	// Written down before anything is created, removed once the answer is
 	// ready: a crash in between leaves a record that start-up reconciles.
-	f, err := t.recon.begin(intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: req.Name, Attempt: req.Attempt, Target: d.rec.Target})
+	f, err := t.recon.begin(intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: req.Name, Attempt: req.Attempt, Target: p.target})
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +103,13 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	w.lap("forward")
 	if err != nil {
 		f.unanswered(err)
+		if token != "" && !fw.asked {
+			// containerd failed the create before it asked the shim: the
+			// request's own faults come first, as when prepared first
+			if _, _, perr := t.decided(prep, req, p); perr != nil {
+				return nil, perr
+			}
+		}
 		return nil, err
 	}
 	if id, err = f.made(fw.out); err != nil {
@@ -109,14 +122,23 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	}()
 	failpoint("create:forwarded")
 
-	if fw.d != nil {
+	via := ViaNRI
+	if fw.pointed {
 		d = *fw.d
 	} else {
-		d.unconfirmed(tg, tg.confirm())
-	}
-	via := ViaNRI
-	if !fw.pointed {
 		via = ViaUpdate
+		if tg == nil {
+			// the NRI event was not answered: prepared now, and a refusal
+			// removes what the backend made
+			if tg, d, err = t.decided(prep, req, p); err != nil {
+				return nil, err
+			}
+		}
+		if fw.d != nil {
+			d = *fw.d
+		} else {
+			d.unconfirmed(tg, tg.confirm())
+		}
 		if err := t.pointSpec(lctx, id, &d, tg, pins); err != nil {
 			return nil, err
 		}
@@ -128,20 +150,16 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	return fw.out, nil
 }
 
-// throughNRI registers the create with the NRI plugin when answer is set and
-// NRI is usable now, and returns the token its request is to carry and the
-// answer's state; neither for the Update path. Configured for NRI only, a
-// create with namespaces to join is refused while NRI is not usable.
-func (t *targeter) throughNRI(sandbox, name string, answer answerFunc) (string, *nriAnswer, error) {
-	if answer == nil {
-		return "", nil, nil
+// decided waits for the preparation, and answers the target and what is
+// decided before the container exists (decisionFor); or the caller's
+// error, or strict mode's refusal of what already falls back.
+func (t *targeter) decided(prep *preparation, req criwire.Create, p *plan) (*target, decision, error) {
+	tg, err := prep.wait()
+	if err != nil {
+		return nil, decision{}, err
 	}
-	token, ans := t.expectNRI(sandbox, name, answer)
-	if token == "" && t.nriOnly {
-		_, why := t.nri.Usable()
-		return "", nil, coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", name, why)
-	}
-	return token, ans, nil
+	d := decisionFor(req, p, tg)
+	return tg, d, strictErr(&d, t.strict)
 }
 
 // settleNRI ends the wait for token's event, if any: a no-op once settled.
@@ -151,11 +169,13 @@ func (t *targeter) settleNRI(ctx context.Context, token string) {
 	}
 }
 
-// forwarded is what the forward leaves: the backend's answer, and the
-// decision to go on from: the NRI answer's, final when the container was
-// pointed inside the backend's create (pointed); nil for the create's own.
+// forwarded is what the forward leaves: the backend's answer, whether
+// containerd's NRI event reached the shim (asked), and the decision to go
+// on from: the NRI answer's, final when the container was pointed inside
+// the backend's create (pointed); nil for the create's own.
 type forwarded struct {
 	out     []byte
+	asked   bool
 	d       *decision
 	pointed bool
 	took    time.Duration // the NRI answer's share of the forward
@@ -169,19 +189,19 @@ func (t *targeter) forward(ctx, lctx context.Context, raw []byte, req criwire.Cr
 	out, answered, refusal, err := t.send(ctx, lctx, raw, token, fwd)
 	switch {
 	case err == nil && answered:
-		return forwarded{out: out, d: &ans.d, pointed: true, took: ans.took}, nil
+		return forwarded{out: out, asked: true, d: &ans.d, pointed: true, took: ans.took}, nil
 	case err == nil:
 		if token != "" {
 			t.log.WithField("name", req.Name).Warn("the NRI event for this container was not answered on a live connection; pointing its spec through containerd's API")
 		}
-		return forwarded{out: out}, nil
+		return forwarded{out: out, asked: ans != nil && ans.id != ""}, nil
 	case refusal != nil:
 		// the answer refused: containerd made nothing
-		return forwarded{}, refusal
+		return forwarded{asked: true}, refusal
 	case answered && (nriplugin.IsNamespaceRefusal(err) || nriplugin.IsNamespaceConflict(err)):
 		return t.retryWithoutNRI(ctx, lctx, raw, req, ans, err, fwd)
 	}
-	return forwarded{}, err
+	return forwarded{asked: ans != nil && ans.id != ""}, err
 }
 
 // send rewrites the request with token, forwards it, and settles token's
@@ -220,21 +240,21 @@ func (t *targeter) retryWithoutNRI(ctx, lctx context.Context, raw []byte, req cr
 		t.nri.Refuse(cause)
 		t.log.WithError(cause).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
 		out, _, _, err := t.send(ctx, lctx, raw, "", fwd)
-		return forwarded{out: out}, err
+		return forwarded{out: out, asked: true}, err
 	}
 	d := ans.d
 	d.fallBackTargeted(reasonNRIConflict, codes.FailedPrecondition,
 		fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", cause))
 	if err := strictErr(&d, t.strict); err != nil {
-		return forwarded{}, err
+		return forwarded{asked: true}, err
 	}
 	// d is the record-only answer's until it has returned
 	token, again := t.expectNRI(req.SandboxID, req.Name, answerRecord(d))
 	out, answered, _, err := t.send(ctx, lctx, raw, token, fwd)
 	if answered {
-		return forwarded{out: out, d: &again.d, pointed: true, took: again.took}, err
+		return forwarded{out: out, asked: true, d: &again.d, pointed: true, took: again.took}, err
 	}
-	return forwarded{out: out, d: &d}, err
+	return forwarded{out: out, asked: true, d: &d}, err
 }
 
 // pointSpec is the Update path: it decides, from d, with the spec the

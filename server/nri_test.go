@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +90,8 @@ func (r *rig) nriEvent(id string, req *runtimeapi.CreateContainerRequest) error 
 	}
 	resp, err := r.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: &api.PodSandbox{Id: req.GetPodSandboxId()}, Container: c})
 	if err != nil {
-		return err
+		// as containerd's CRI answers it
+		return fmt.Errorf("failed to create containerd container: failed to get NRI adjustment for container: %w", err)
 	}
 	adj := resp.GetAdjust()
 	if len(adj.GetAnnotations()) == 0 {
@@ -280,4 +284,115 @@ func (k namespaceSetter) CreateContainer(context.Context, *api.PodSandbox, *api.
 	adj := &api.ContainerAdjustment{}
 	adj.AddOrReplaceNamespace(&api.LinuxNamespace{Type: string(k), Path: "/proc/other/ns/" + string(k)})
 	return adj, nil, nil
+}
+
+// On the NRI path the request is forwarded as soon as the intent is
+// recorded: the target is resolved, and its namespaces opened, while
+// containerd creates the container, and the event's answer waits for that.
+// Here the target's pid is not known until containerd has the request.
+func TestCreateViaNRIPreparesWhileContainerdCreates(t *testing.T) {
+	r := newNRIRig(t, false)
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	forwarded := make(chan struct{})
+	r.server.target.tasks = taskFunc(func() (uint32, error) {
+		select {
+		case <-forwarded:
+			return 4242, nil
+		case <-time.After(5 * time.Second):
+			return 0, errors.New("the request was not forwarded while the target was resolved")
+		}
+	})
+	r.backend.nri = func(id string, req *runtimeapi.CreateContainerRequest) error {
+		close(forwarded)
+		return r.nriEvent(id, req)
+	}
+	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := r.record(t, id); rec.Via != ViaNRI || rec.Namespaces["pid"].Result != oci.Targeted {
+		t.Errorf("record %+v, want targeted through NRI", rec)
+	}
+}
+
+// A fallback on the NRI path is answered in NRI, with its record, as a
+// targeted create is: no spec Update follows, and nothing is pinned.
+func TestCreateViaNRIFallbackAnsweredInNRI(t *testing.T) {
+	for _, tc := range []struct {
+		desc  string
+		state runtimeapi.ContainerState
+		ns    *runtimeapi.NamespaceOption
+		kind  string
+		why   reasonKind
+	}{
+		{"target exited", runtimeapi.ContainerState_CONTAINER_EXITED, pidTarget("app1"), "pid", reasonTargetNotRunning},
+		{"unknown mode", runtimeapi.ContainerState_CONTAINER_RUNNING, &runtimeapi.NamespaceOption{Ipc: 9}, "ipc", reasonUnknownMode},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newNRIRig(t, false)
+			r.addTarget("app1", "sb1", tc.state)
+			id, err := r.create(t, createReq("sb1", tc.ns))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := r.record(t, id)
+			if ns := rec.Namespaces[tc.kind]; rec.Via != ViaNRI || ns.Result != oci.Fallback || ns.ReasonKind != string(tc.why) {
+				t.Errorf("record %+v, want a fallback (%s) written through NRI", rec, tc.why)
+			}
+			if r.adjusted[id] == nil || r.specs.edits != 0 {
+				t.Errorf("adjusted %v, %d spec edits: want the record in the NRI answer, and no Update", r.adjusted[id], r.specs.edits)
+			}
+			if len(r.pins.held) != 0 {
+				t.Errorf("pins held: %v", r.pins.held)
+			}
+		})
+	}
+}
+
+// The answer refuses the create when the target cannot be resolved, or
+// strict mode refuses it: containerd makes nothing, and the caller gets the
+// shim's own status and message, not containerd's wrapping of them. Where
+// containerd fails the create before it asks the shim (a name already
+// reserved, say), the request's own fault still comes first, as when the
+// shim prepared before forwarding; where containerd makes the container
+// without asking (the event missed), it is removed.
+func TestCreateViaNRIRefusals(t *testing.T) {
+	nameReserved := status.Error(codes.AlreadyExists, `failed to reserve container name "debugger"`)
+	for _, tc := range []struct {
+		desc    string
+		strict  bool
+		target  string
+		state   runtimeapi.ContainerState
+		backend string // "event": containerd asks the shim; "fails first": fails before; "no event": makes it without asking
+		code    codes.Code
+		msg     string
+	}{
+		{"unknown target", false, "ghost", runtimeapi.ContainerState_CONTAINER_RUNNING, "event", codes.NotFound, `target container "ghost" not found`},
+		{"target exited, strict", true, "app1", runtimeapi.ContainerState_CONTAINER_EXITED, "event", codes.FailedPrecondition, "strict targeting: container debugger cannot join the pid namespace of target container app: app is not running"},
+		{"unknown target, containerd fails first", false, "ghost", runtimeapi.ContainerState_CONTAINER_RUNNING, "fails first", codes.NotFound, `target container "ghost" not found`},
+		{"running target, containerd fails first", false, "app1", runtimeapi.ContainerState_CONTAINER_RUNNING, "fails first", codes.AlreadyExists, "reserve container name"},
+		{"unknown target, the event missed", false, "ghost", runtimeapi.ContainerState_CONTAINER_RUNNING, "no event", codes.NotFound, `target container "ghost" not found`},
+		{"target exited, strict, the event missed", true, "app1", runtimeapi.ContainerState_CONTAINER_EXITED, "no event", codes.FailedPrecondition, "app is not running"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newNRIRig(t, tc.strict)
+			r.addTarget("app1", "sb1", tc.state)
+			switch tc.backend {
+			case "fails first":
+				r.backend.nri = func(string, *runtimeapi.CreateContainerRequest) error { return nameReserved }
+			case "no event":
+				r.backend.nri = nil
+			}
+			_, err := r.create(t, createReq("sb1", pidTarget(tc.target)))
+			if st := status.Convert(err); st.Code() != tc.code || !strings.Contains(st.Message(), tc.msg) || strings.Contains(st.Message(), "NRI adjustment") {
+				t.Fatalf("create = %v, want %v saying %q, in the shim's words", err, tc.code, tc.msg)
+			}
+			if n := r.backendContainers(); n != 1 {
+				t.Errorf("the backend holds %d containers, want the target alone", n)
+			}
+			if len(r.pins.held) != 0 || len(r.intents(t)) != 0 {
+				t.Errorf("pins %v, intent records %v left", r.pins.held, r.intents(t))
+			}
+		})
+	}
 }
