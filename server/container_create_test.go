@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -13,81 +12,9 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
-
-func createReq(sandbox string, ns *runtimeapi.NamespaceOption) *runtimeapi.CreateContainerRequest {
-	return &runtimeapi.CreateContainerRequest{
-		PodSandboxId: sandbox,
-		Config: &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: "debugger"},
-			Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}},
-		},
-	}
-}
-
-// asRead is what criwire.ReadCreate reads of req once on the wire.
-func asRead(req *runtimeapi.CreateContainerRequest) criwire.Create {
-	c := criwire.Create{SandboxID: req.GetPodSandboxId(), Name: req.GetConfig().GetMetadata().GetName(), Attempt: req.GetConfig().GetMetadata().GetAttempt()}
-	if ns := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions(); ns != nil {
-		c.Namespaces = &criwire.Namespaces{Network: ns.GetNetwork(), PID: ns.GetPid(), IPC: ns.GetIpc(), TargetID: ns.GetTargetId()}
-	}
-	return c
-}
-
-func pidTarget(id string) *runtimeapi.NamespaceOption {
-	return &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: id}
-}
-
-// addTarget puts a container in the fake backend.
-func (r *rig) addTarget(id, sandbox string, state runtimeapi.ContainerState) {
-	r.backend.mu.Lock()
-	defer r.backend.mu.Unlock()
-	r.backend.containers = append(r.backend.containers, &runtimeapi.Container{Id: id, PodSandboxId: sandbox, State: state,
-		Metadata: &runtimeapi.ContainerMetadata{Name: "app"}})
-}
-
-func (r *rig) create(t *testing.T, req *runtimeapi.CreateContainerRequest) (string, error) {
-	t.Helper()
-	resp, err := runtimeapi.NewRuntimeServiceClient(r.shim).CreateContainer(context.Background(), req)
-	return resp.GetContainerId(), err
-}
-
-func (r *rig) record(t *testing.T, id string) oci.Record {
-	t.Helper()
-	r.specs.mu.Lock()
-	defer r.specs.mu.Unlock()
-	s, ok := r.specs.specs[id]
-	if !ok {
-		t.Fatalf("spec of %q never edited", id)
-	}
-	rec, ok, err := oci.ParseRecord(s.Annotations)
-	if err != nil || !ok {
-		t.Fatalf("record of %q: ok=%v err=%v", id, ok, err)
-	}
-	return rec
-}
-
-func (r *rig) nsPath(id string, typ specs.LinuxNamespaceType) string {
-	r.specs.mu.Lock()
-	defer r.specs.mu.Unlock()
-	p, _ := oci.NamespacePath(r.specs.specs[id], typ)
-	return p
-}
-
-func (r *rig) createdCount() int {
-	r.backend.mu.Lock()
-	defer r.backend.mu.Unlock()
-	return len(r.backend.created)
-}
-
-func (r *rig) backendContainers() int {
-	r.backend.mu.Lock()
-	defer r.backend.mu.Unlock()
-	return len(r.backend.containers)
-}
 
 func TestCreateWithoutTargetIsUntouched(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
@@ -99,8 +26,8 @@ func TestCreateWithoutTargetIsUntouched(t *testing.T) {
 		if got := r.backend.created[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_CONTAINER {
 			t.Errorf("backend got pid %v", got)
 		}
-		if len(r.specs.specs) != 0 || len(r.opened) != 0 {
-			t.Error("shim touched a container that asked for no targeting")
+		if r.specs.edits != 0 || len(r.adjusted) != 0 || len(r.opened) != 0 {
+			t.Errorf("the shim touched a container that asked for no targeting: %d spec edits, adjusted %v, opened %v", r.specs.edits, r.adjusted, r.opened)
 		}
 	})
 }
@@ -274,8 +201,8 @@ func TestCreateVerifiesTaskPID(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
 		r := newRig(t, false)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-		calls := 0
-		r.server.target.tasks = taskFunc(func() (uint32, error) { calls++; return uint32(100 + calls), nil }) // pid moves
+		var calls atomic.Int32
+		r.tasks.answer = func() (uint32, error) { return uint32(100 + calls.Add(1)), nil } // the pid moves
 		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if err != nil {
 			t.Fatal(err)
@@ -295,7 +222,7 @@ func TestCreateVerifiesTaskPIDStrict(t *testing.T) {
 		r := newRig(t, true)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		var calls atomic.Int32
-		r.server.target.tasks = taskFunc(func() (uint32, error) { return uint32(100 + calls.Add(1)), nil })
+		r.tasks.answer = func() (uint32, error) { return uint32(100 + calls.Add(1)), nil }
 		_, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "pid changed") {
 			t.Fatalf("strict create with a moved pid = %v, want FailedPrecondition naming the moved pid", err)
@@ -316,13 +243,6 @@ func TestCreateVerifiesTaskPIDStrict(t *testing.T) {
 	})
 }
 
-type taskFunc func() (uint32, error)
-
-func (f taskFunc) TaskPID(context.Context, string) (uint32, error) { return f() }
-
-// errContainerdDown is what containerd's API answers while it is down.
-var errContainerdDown = status.Error(codes.Unavailable, "connection error: containerd is down")
-
 // TestSamePodByResolvedIDs: the same-pod check compares resolved ids: a
 // unique prefix of the target's sandbox is that sandbox; a prefix that is
 // ambiguous, or another sandbox's, is not.
@@ -339,20 +259,6 @@ func TestSamePodByResolvedIDs(t *testing.T) {
 	if _, err := r.create(t, createReq("sandbox-2", pidTarget("app1"))); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("target in another sandbox: %v, want FailedPrecondition", err)
 	}
-}
-
-func ipcTarget(id string) *runtimeapi.NamespaceOption {
-	return &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: id}
-}
-
-func (r *rig) mount(id, dest string) (specs.Mount, bool) {
-	r.specs.mu.Lock()
-	defer r.specs.mu.Unlock()
-	s := r.specs.specs[id]
-	if i := oci.MountIndex(s, dest); i >= 0 {
-		return s.Mounts[i], true
-	}
-	return specs.Mount{}, false
 }
 
 // IPC TARGET opens the target's /dev/shm with its namespaces; a /dev/shm

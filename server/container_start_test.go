@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -12,11 +11,6 @@ import (
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
-
-func (r *rig) start(id string) error {
-	_, err := runtimeapi.NewRuntimeServiceClient(r.shim).StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: id})
-	return err
-}
 
 func TestStartWithLiveTarget(t *testing.T) {
 	r := newRig(t, false)

@@ -1,122 +1,19 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 
 	containers "github.com/containerd/containerd/api/services/containers/v1"
-	tasks "github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/api/types/task"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
-
-// fakeContainerd serves the part of containerd's own API the shim uses:
-// containers Get/Update and tasks Get. It stands in for containerd only in
-// unit tests.
-type fakeContainerd struct {
-	containers.UnimplementedContainersServer
-
-	mu      sync.Mutex
-	ctrs    map[string]*containers.Container
-	procs   map[string]*task.Process
-	updates []*containers.UpdateContainerRequest
-	ns      []string // the containerd-namespace header of each call
-}
-
-func (f *fakeContainerd) namespace(ctx context.Context) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	f.ns = append(f.ns, md.Get("containerd-namespace")...)
-}
-
-func (f *fakeContainerd) Get(ctx context.Context, req *containers.GetContainerRequest) (*containers.GetContainerResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.namespace(ctx)
-	c, ok := f.ctrs[req.GetID()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "container %q: not found", req.GetID())
-	}
-	return &containers.GetContainerResponse{Container: c}, nil
-}
-
-func (f *fakeContainerd) Update(ctx context.Context, req *containers.UpdateContainerRequest) (*containers.UpdateContainerResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.namespace(ctx)
-	f.updates = append(f.updates, req)
-	c := f.ctrs[req.GetContainer().GetID()]
-	c.Spec = req.GetContainer().GetSpec() // as containerd applies the mask "spec"
-	return &containers.UpdateContainerResponse{Container: c}, nil
-}
-
-// getTask is the tasks service's Get (taskServer; Get is the containers one).
-func (f *fakeContainerd) getTask(ctx context.Context, req *tasks.GetRequest) (*tasks.GetResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.namespace(ctx)
-	p, ok := f.procs[req.GetContainerID()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "task %q: not found", req.GetContainerID())
-	}
-	return &tasks.GetResponse{Process: p}, nil
-}
-
-type taskServer struct {
-	tasks.UnimplementedTasksServer
-	f *fakeContainerd
-}
-
-func (s taskServer) Get(ctx context.Context, req *tasks.GetRequest) (*tasks.GetResponse, error) {
-	return s.f.getTask(ctx, req)
-}
-
-// notUTF8Codec is the fake's codec: what it sends has every "~X4~" made
-// bytes that are not UTF-8, as containerd stores labels a client sent.
-type notUTF8Codec struct{}
-
-func (notUTF8Codec) Name() string { return "proto" }
-func (notUTF8Codec) Marshal(v any) (mem.BufferSlice, error) {
-	b, err := proto.Marshal(v.(proto.Message))
-	return mem.BufferSlice{mem.SliceBuffer(bytes.ReplaceAll(b, []byte("~X4~"), []byte("a\xff\xfeb")))}, err
-}
-func (notUTF8Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
-}
-
-func newFakeContainerd(t *testing.T) (*fakeContainerd, containerdAPI) {
-	t.Helper()
-	f := &fakeContainerd{ctrs: map[string]*containers.Container{}, procs: map[string]*task.Process{}}
-	s := grpc.NewServer(grpc.ForceServerCodecV2(notUTF8Codec{}))
-	containers.RegisterContainersServer(s, f)
-	tasks.RegisterTasksServer(s, taskServer{f: f})
-	lis := bufconn.Listen(1 << 20)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return f, newContainerdAPI(lenientConn{dialMem(t, lis)}, "k8s.io")
-}
-
-func specAny(t *testing.T, s *specs.Spec) *anypb.Any {
-	t.Helper()
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &anypb.Any{TypeUrl: "types.containerd.io/opencontainers/runtime-spec/1/Spec", Value: b}
-}
 
 func TestTaskPID(t *testing.T) {
 	f, api := newFakeContainerd(t)

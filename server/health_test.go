@@ -2,29 +2,14 @@ package server
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
-
-// flakyCRI is the backend's CRI, or down.
-type flakyCRI struct {
-	backendCRI
-	down atomic.Bool
-}
-
-func (f *flakyCRI) Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error) {
-	if f.down.Load() {
-		return nil, status.Error(codes.Unavailable, "connection refused")
-	}
-	return f.backendCRI.Version(ctx, in, opts...)
-}
 
 // The health service lives on the proxy's grpc.Server, beside the
 // UnknownServiceHandler and its raw codec: both work, and health follows the
@@ -42,16 +27,9 @@ func TestHealthService(t *testing.T) {
 		}
 		return resp.GetStatus()
 	}
-	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
+	becomes := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if statusOf("") == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health never became %v", want)
-			}
-		}
+		waitFor(t, "health to become "+want.String(), func() bool { return statusOf("") == want })
 		for _, svc := range healthServices {
 			if got := statusOf(svc); got != want {
 				t.Errorf("Check(%q) = %v, want %v", svc, got, want)
@@ -69,7 +47,7 @@ func TestHealthService(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.server.WatchBackend(ctx, 10*time.Millisecond); close(done) }()
-	waitFor(healthpb.HealthCheckResponse_SERVING)
+	becomes(healthpb.HealthCheckResponse_SERVING)
 
 	// CRI calls still pass through, raw, on the same server.
 	v, err := runtimeapi.NewRuntimeServiceClient(r.shim).Version(context.Background(), &runtimeapi.VersionRequest{})
@@ -78,12 +56,12 @@ func TestHealthService(t *testing.T) {
 	}
 
 	cri.down.Store(true)
-	waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
+	becomes(healthpb.HealthCheckResponse_NOT_SERVING)
 	if err := r.server.CheckBackend(context.Background()); status.Code(err) != codes.Unavailable {
 		t.Errorf("CheckBackend with the backend down = %v, want its Unavailable wrapped", err)
 	}
 	cri.down.Store(false)
-	waitFor(healthpb.HealthCheckResponse_SERVING)
+	becomes(healthpb.HealthCheckResponse_SERVING)
 
 	cancel() // the shim stops: NOT_SERVING for good
 	<-done

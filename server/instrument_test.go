@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,24 +44,9 @@ func TestCallMetrics(t *testing.T) {
 		"/runtime.v1.RuntimeService/Version OK",
 	}
 	// observe runs after the response is sent: wait for it.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitFor(t, fmt.Sprintf("the calls reported to be %q", want), func() bool {
 		m.mu.Lock()
-		got := slices.Sorted(slices.Values(m.calls))
-		m.mu.Unlock()
-		if slices.Equal(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("calls = %q, want %q", got, want)
-		}
-	}
-}
-
-// Without Options.Metrics nothing is reported, and nothing breaks.
-func TestNoMetrics(t *testing.T) {
-	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); err != nil {
-		t.Fatal(err)
-	}
+		defer m.mu.Unlock()
+		return slices.Equal(slices.Sorted(slices.Values(m.calls)), want)
+	})
 }

@@ -3,18 +3,12 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
-	"github.com/containerd/nri/pkg/api"
-	"github.com/containerd/nri/pkg/stub"
-	validator "github.com/containerd/nri/plugins/default-validator"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -22,90 +16,6 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
-
-// eachPath runs a test of the create path on both paths a targeted create
-// can take, as grpc-proxy runs one assertion set against a backend directly
-// and through the proxy: the Update path (newRig), and the NRI path
-// (newNRIRig), where the container is pointed inside the backend's create.
-// Both leave the outcome in the fake containerd's stored spec, so the same
-// assertions hold on both.
-func eachPath(t *testing.T, test func(t *testing.T, newRig func(testing.TB, bool) *rig)) {
-	t.Run("update", func(t *testing.T) { test(t, newRig) })
-	t.Run("nri", func(t *testing.T) {
-		test(t, func(t testing.TB, strict bool) *rig { return newNRIRig(t, strict) })
-	})
-}
-
-// newNRIRig is a rig on the NRI path: NRI's runtime side as containerd 2.x
-// runs it (the adaptation package), the shim's nriplugin.Plugin connected
-// to it, and a fake backend whose CreateContainer sends the NRI event for
-// the container it makes, with the spec containerd would make, and stores
-// that spec with the adjustment applied, as containerd does.
-func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
-	t.Helper()
-	r := newRig(t, strict)
-	a, socket := nriRuntime(t, opts...)
-	log := logrus.New()
-	log.SetLevel(logrus.PanicLevel)
-	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go p.Run(ctx)
-	// connected once an event reaches the plugin through the runtime
-	probe := &api.CreateContainerRequest{Pod: &api.PodSandbox{Id: "probe"},
-		Container: &api.Container{Id: "probe", PodSandboxId: "probe", Name: "probe", Linux: &api.LinuxContainer{}}}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		token := nriplugin.NewToken()
-		if p.Expect(token, &nriplugin.Call{Sandbox: "probe", Name: "probe", Adjust: func(*api.Container) (*api.ContainerAdjustment, error) {
-			return &api.ContainerAdjustment{}, nil
-		}}) {
-			probe.Container.Annotations = map[string]string{nriplugin.AnnotationRequest: token}
-			a.CreateContainer(ctx, probe)
-			if answered, _ := p.Settle(ctx, token); answered {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin did not connect to the NRI runtime")
-		}
-	}
-	r.server.nri, r.server.target.nri, r.server.target.removals = p, p, p
-	r.nri, r.nriSocket = a, socket
-	r.adjusted = map[string]*api.ContainerAdjustment{}
-	r.backend.nri = r.nriEvent
-	return r
-}
-
-// nriEvent is containerd's NRI CreateContainer event for container id,
-// inside its CreateContainer: an error fails the create, which makes nothing.
-func (r *rig) nriEvent(id string, req *runtimeapi.CreateContainerRequest) error {
-	spec := r.specs.made()
-	c := &api.Container{Id: id, PodSandboxId: req.GetPodSandboxId(), Name: req.GetConfig().GetMetadata().GetName(),
-		Annotations: maps.Clone(req.GetConfig().GetAnnotations()), Linux: &api.LinuxContainer{}}
-	for _, n := range spec.Linux.Namespaces {
-		c.Linux.Namespaces = append(c.Linux.Namespaces, &api.LinuxNamespace{Type: string(n.Type), Path: n.Path})
-	}
-	for _, m := range spec.Mounts {
-		c.Mounts = append(c.Mounts, &api.Mount{Destination: m.Destination, Type: m.Type, Source: m.Source, Options: m.Options})
-	}
-	resp, err := r.nri.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: &api.PodSandbox{Id: req.GetPodSandboxId()}, Container: c})
-	if err != nil {
-		// as containerd's CRI answers it
-		return fmt.Errorf("failed to create containerd container: failed to get NRI adjustment for container: %w", err)
-	}
-	adj := resp.GetAdjust()
-	if len(adj.GetAnnotations()) == 0 {
-		return r.nriFail // not adjusted: containerd keeps the spec it made
-	}
-	if err := applyAdjustment(spec, adj); err != nil {
-		return err
-	}
-	r.specs.mu.Lock()
-	r.specs.specs[id] = spec
-	r.specs.mu.Unlock()
-	r.adjusted[id] = adj
-	return r.nriFail
-}
 
 // Through NRI the create is pointed at the pins by the event's answer: the
 // adjustment holds the pin and the record, and no spec is edited after.
@@ -249,43 +159,6 @@ func TestCreateViaNRIPinsSurviveASweep(t *testing.T) {
 	}
 }
 
-// validatorConfig configures NRI's default validator.
-type validatorConfig = validator.DefaultValidatorConfig
-
-// otherPlugin connects another NRI plugin to r's NRI runtime, ordered
-// before the shim, that sets the given namespace of every container.
-func otherPlugin(t *testing.T, r *rig, kind string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := stub.New(namespaceSetter(kind), stub.WithPluginName("other"), stub.WithPluginIdx("10"), stub.WithSocketPath(r.nriSocket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Stop(); cancel() })
-	// registered once the runtime sends it events
-	probe := &api.CreateContainerRequest{Pod: &api.PodSandbox{Id: "probe"}, Container: &api.Container{Id: "probe", Linux: &api.LinuxContainer{}}}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if resp, err := r.nri.CreateContainer(ctx, probe); err == nil && len(resp.GetAdjust().GetLinux().GetNamespaces()) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other plugin did not register")
-		}
-	}
-}
-
-// namespaceSetter is an NRI plugin that sets one namespace's path.
-type namespaceSetter string
-
-func (k namespaceSetter) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	adj := &api.ContainerAdjustment{}
-	adj.AddOrReplaceNamespace(&api.LinuxNamespace{Type: string(k), Path: "/proc/other/ns/" + string(k)})
-	return adj, nil, nil
-}
-
 // On the NRI path the request is forwarded as soon as the intent is
 // recorded: the target is resolved, and its namespaces opened, while
 // containerd creates the container, and the event's answer waits for that.
@@ -294,14 +167,14 @@ func TestCreateViaNRIPreparesWhileContainerdCreates(t *testing.T) {
 	r := newNRIRig(t, false)
 	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	forwarded := make(chan struct{})
-	r.server.target.tasks = taskFunc(func() (uint32, error) {
+	r.tasks.answer = func() (uint32, error) {
 		select {
 		case <-forwarded:
 			return 4242, nil
 		case <-time.After(5 * time.Second):
 			return 0, errors.New("the request was not forwarded while the target was resolved")
 		}
-	})
+	}
 	r.backend.nri = func(id string, req *runtimeapi.CreateContainerRequest) error {
 		close(forwarded)
 		return r.nriEvent(id, req)

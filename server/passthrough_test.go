@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"testing"
@@ -157,11 +158,7 @@ func TestPassthroughCancellation(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before+2 {
-		t.Errorf("goroutines: %d before, %d after 20 cancelled streams", before, n)
-	}
+	waitFor(t, fmt.Sprintf("the goroutines of 20 cancelled streams to end (%d before)", before), func() bool {
+		return runtime.NumGoroutine() <= before+2
+	})
 }

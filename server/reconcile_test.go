@@ -14,15 +14,6 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
-func (r *rig) intents(t *testing.T) []intents.Record {
-	t.Helper()
-	l, err := r.server.target.recon.intents.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // TestCreateRecordsIntent: the record is on disk while the backend creates
 // the container, names the request, and is gone once the answer is ready.
 func TestCreateRecordsIntent(t *testing.T) {

@@ -1,8 +1,9 @@
 package server
 
 import (
+	"errors"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -10,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/events"
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -43,32 +45,6 @@ func TestCreateStepsLogged(t *testing.T) {
 		t.Error("no create steps logged at debug level")
 	})
 }
-
-// sink is an EventSink that keeps what it is given.
-type sink struct {
-	mu  sync.Mutex
-	got []events.Event
-}
-
-func (s *sink) Post(e events.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.got = append(s.got, e)
-}
-
-func (s *sink) posted() []events.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]events.Event(nil), s.got...)
-}
-
-// withPod is req as the kubelet sends it: its sandbox_config names the pod.
-func withPod(req *runtimeapi.CreateContainerRequest) *runtimeapi.CreateContainerRequest {
-	req.SandboxConfig = &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Uid: "0d6c", Namespace: "shop"}}
-	return req
-}
-
-var shop = &oci.Pod{Namespace: "shop", Name: "web", UID: "0d6c"}
 
 // What the Event on the pod says, from the targeting record alone: Normal
 // when every namespace asked for was joined, a Warning naming the
@@ -225,5 +201,146 @@ func TestStartPostsEvent(t *testing.T) {
 	if len(got) != 2 || got[0].Warning || !got[1].Warning || got[1].Reason != eventFallback ||
 		!strings.Contains(got[1].Message, "starts in the pod's pid namespace") || !strings.Contains(got[1].Message, "namespace_gone") || got[1].Container != "debugger" {
 		t.Errorf("posted %+v; want the create's Normal event, then a Warning at start", got)
+	}
+}
+
+// TestTargetingMetrics: every outcome and fallback reason reaches the
+// targeting metric, on both paths (a spec that cannot be written is the
+// Update path's alone; a conflict with another NRI plugin, NRI's).
+func TestTargetingMetrics(t *testing.T) {
+	both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
+	for _, tc := range []struct {
+		desc   string
+		ns     *runtimeapi.NamespaceOption
+		setup  func(*testing.T, *rig)
+		want   []string // default mode
+		strict []string // strict mode
+		only   string   // the one path it applies to; "": both
+	}{
+		{
+			desc: "targeted", ns: both,
+			want:   []string{"ipc/create/targeted/none", "pid/create/targeted/none"},
+			strict: []string{"ipc/create/targeted/none", "pid/create/targeted/none"},
+		},
+		{
+			desc: "target not running", ns: pidTarget("app1"),
+			setup:  func(_ *testing.T, r *rig) { r.backend.containers[0].State = runtimeapi.ContainerState_CONTAINER_EXITED },
+			want:   []string{"pid/create/fallback/target_not_running"},
+			strict: []string{"pid/create/refused/target_not_running"},
+		},
+		{
+			desc: "no task", ns: pidTarget("app1"),
+			setup:  func(_ *testing.T, r *rig) { r.tasks.err = errTaskNotRunning },
+			want:   []string{"pid/create/fallback/target_not_running"},
+			strict: []string{"pid/create/refused/target_not_running"},
+		},
+		{
+			desc: "containerd unavailable", ns: both,
+			setup:  func(_ *testing.T, r *rig) { r.tasks.err = errContainerdDown },
+			want:   []string{"ipc/create/fallback/containerd_unavailable", "pid/create/fallback/containerd_unavailable"},
+			strict: []string{"ipc/create/refused/containerd_unavailable", "pid/create/refused/containerd_unavailable"},
+		},
+		{
+			desc: "target exited while its namespaces were opened", ns: pidTarget("app1"),
+			setup: func(_ *testing.T, r *rig) {
+				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
+					return nil, namespaces.ErrExited
+				}
+			},
+			want:   []string{"pid/create/fallback/namespace_gone"},
+			strict: []string{"pid/create/refused/namespace_gone"},
+		},
+		{
+			desc: "namespaces cannot be opened", ns: pidTarget("app1"),
+			setup: func(_ *testing.T, r *rig) {
+				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
+					return nil, errors.New("open /proc/4242/ns/pid: permission denied")
+				}
+			},
+			want:   []string{"pid/create/fallback/namespace_open_failed"},
+			strict: []string{"pid/create/refused/namespace_open_failed"},
+		},
+		{
+			desc: "unknown mode", ns: &runtimeapi.NamespaceOption{Network: 7},
+			want:   []string{"network/create/fallback/unknown_mode"},
+			strict: []string{"network/create/refused/unknown_mode"},
+		},
+		{
+			desc: "pin failed", ns: pidTarget("app1"),
+			setup:  func(_ *testing.T, r *rig) { r.pins.err = errors.New("mount: operation not permitted") },
+			want:   []string{"pid/create/fallback/pin_failed"},
+			strict: []string{"pid/create/refused/pin_failed"},
+		},
+		{
+			desc: "spec update failed", ns: pidTarget("app1"), only: "update",
+			setup:  func(_ *testing.T, r *rig) { r.specs.err = errors.New("update spec: conflict") },
+			want:   []string{"pid/create/fallback/spec_update_failed"},
+			strict: []string{"pid/create/refused/spec_update_failed"},
+		},
+		{
+			desc: "spec update failed, containerd gone", ns: pidTarget("app1"), only: "update",
+			setup:  func(_ *testing.T, r *rig) { r.specs.err = errContainerdDown },
+			want:   []string{"pid/create/fallback/containerd_unavailable"},
+			strict: []string{"pid/create/refused/containerd_unavailable"},
+		},
+		{
+			desc: "another NRI plugin sets the namespace", ns: pidTarget("app1"), only: "nri",
+			setup:  func(t *testing.T, r *rig) { otherPlugin(t, r, "pid") },
+			want:   []string{"pid/create/fallback/nri_conflict"},
+			strict: []string{"pid/create/refused/nri_conflict"},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+				for _, strict := range []bool{false, true} {
+					r := newRig(t, strict)
+					if path := map[bool]string{false: "update", true: "nri"}[r.nri != nil]; tc.only != "" && tc.only != path {
+						return
+					}
+					m := &fakeMetrics{}
+					r.setMetrics(m)
+					r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+					if tc.setup != nil {
+						tc.setup(t, r)
+					}
+					r.create(t, createReq("sb1", tc.ns))
+					want := tc.want
+					if strict {
+						want = tc.strict
+					}
+					if got := m.outcomes(); !slices.Equal(got, want) {
+						t.Errorf("strict=%v: targeting = %q, want %q", strict, got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestTargetingMetricsAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		strict bool
+		live   bool
+		err    error
+		want   []string
+	}{
+		{live: true, want: []string{"pid/create/targeted/none"}},
+		{live: false, want: []string{"pid/create/targeted/none", "pid/start/fallback/namespace_gone"}},
+		{strict: true, live: false, want: []string{"pid/create/targeted/none", "pid/start/refused/namespace_gone"}},
+		{err: errors.New("stat: no such file"), want: []string{"pid/create/targeted/none", "pid/start/fallback/pin_failed"}},
+	} {
+		r := newRig(t, tc.strict)
+		m := &fakeMetrics{}
+		r.setMetrics(m)
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.server.target.hasInit = func(string) (bool, error) { return tc.live, tc.err }
+		r.start(id)
+		if got := m.outcomes(); !slices.Equal(got, tc.want) {
+			t.Errorf("strict=%v live=%v err=%v: targeting = %q, want %q", tc.strict, tc.live, tc.err, got, tc.want)
+		}
 	}
 }

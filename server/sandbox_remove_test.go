@@ -2,59 +2,15 @@ package server
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
-	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/sirupsen/logrus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 )
-
-// quietLog silences NRI's own log in tests.
-type quietLog struct{}
-
-var quietNRI sync.Once
-
-func (quietLog) Debugf(context.Context, string, ...any) {}
-func (quietLog) Infof(context.Context, string, ...any)  {}
-func (quietLog) Warnf(context.Context, string, ...any)  {}
-func (quietLog) Errorf(context.Context, string, ...any) {}
-
-// nriRuntime is NRI's runtime side as containerd 2.x runs it (the
-// adaptation package), in this process, with a socket of its own.
-func nriRuntime(t testing.TB, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
-	t.Helper()
-	quietNRI.Do(func() { nrilog.Set(quietLog{}) }) // a global: set once, before any runtime runs
-	dir, err := os.MkdirTemp("", "nri")            // short: a unix socket path
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "nri.sock")
-	sync := func(ctx context.Context, cb adaptation.SyncCB) error {
-		_, err := cb(ctx, nil, nil)
-		return err
-	}
-	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
-		return nil, nil
-	}
-	a, err := adaptation.New("containerd", "v2.4.2", sync, update, append([]adaptation.Option{adaptation.WithSocketPath(socket),
-		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf"))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Stop)
-	return a, socket
-}
 
 // The shim connects to NRI while a RemovePodSandbox it forwarded is in the
 // backend. The backend locks as containerd 2.4 does: BlockPluginSync for the
@@ -98,13 +54,7 @@ func TestNRIRegistrationWaitsForPodRemoval(t *testing.T) {
 	if deadlocked {
 		t.Fatal("the runtime's nested BlockPluginSync waited for a plugin registration: containerd 2.4 would hang")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for usable, why := p.Usable(); !usable; usable, why = p.Usable() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the shim did not register after the removal: %s", why)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the shim to register after the removal", func() bool { usable, _ := p.Usable(); return usable })
 	// synchronized: a removal now goes straight through
 	r.backend.onRemovePod = nil
 	start := time.Now()
