@@ -60,32 +60,21 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	// The pins are taken for the container the backend makes, in its NRI
 	// event or after it (decide); the one undo releases them all but for
 	// the container kept, when it joins one.
-	pins := t.newCreatePins()
+	pins := &createPins{store: t.pins, inFlight: &t.recon.pinning, log: t.log}
 	var (
 		id string   // the container the backend made
 		tg *target  // the target, once waited for
 		d  decision // what targeting decided for the container
 	)
-	defer func() {
-		keep := id
-		if retErr != nil || !d.targets() {
-			keep = ""
-		}
-		pins.release(keep)
-	}()
+	defer func() { pins.release(kept(id, &d, retErr)) }()
 
-	token, ans := t.expectNRI(req.SandboxID, req.Name, t.answerTargeting(req, p, prep, pins))
+	token, ans := t.expectNRI(req.SandboxID, req.Name, t.answerTargeting(prep, pins))
 	defer t.settleNRI(lctx, token) // a request never sent: no event to wait for
 	if token == "" {
-		// The Update path: prepared before anything is forwarded, so that
-		// its errors and strict refusals leave nothing behind.
+		// The Update path: prepared before anything is forwarded
 		var err error
-		if tg, d, err = t.decided(prep, req, p); err != nil {
+		if tg, d, err = t.preparedFirst(prep); err != nil {
 			return nil, err
-		}
-		if t.nriOnly && d.targets() {
-			_, why := t.nri.Usable()
-			return nil, coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", req.Name, why)
 		}
 	}
 
@@ -103,14 +92,7 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	w.lap("forward")
 	if err != nil {
 		f.unanswered(err)
-		if token != "" && !fw.asked {
-			// containerd failed the create before it asked the shim: the
-			// request's own faults come first, as when prepared first
-			if _, _, perr := t.decided(prep, req, p); perr != nil {
-				return nil, perr
-			}
-		}
-		return nil, err
+		return nil, t.firstFault(prep, token, fw, err)
 	}
 	if id, err = f.made(fw.out); err != nil {
 		return nil, err
@@ -122,26 +104,9 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	}()
 	failpoint("create:forwarded")
 
-	via := ViaNRI
-	if fw.pointed {
-		d = *fw.d
-	} else {
-		via = ViaUpdate
-		if tg == nil {
-			// the NRI event was not answered: prepared now, and a refusal
-			// removes what the backend made
-			if tg, d, err = t.decided(prep, req, p); err != nil {
-				return nil, err
-			}
-		}
-		if fw.d != nil {
-			d = *fw.d
-		} else {
-			d.unconfirmed(tg, tg.confirm())
-		}
-		if err := t.pointSpec(lctx, id, &d, tg, pins); err != nil {
-			return nil, err
-		}
+	via, err := t.point(lctx, id, fw, prep, tg, &d, pins)
+	if err != nil {
+		return nil, err
 	}
 	w.lap("point")
 	t.report.outcome(id, via, d)
@@ -150,15 +115,37 @@ func (t *targeter) createTargeted(ctx context.Context, req criwire.Create, p *pl
 	return fw.out, nil
 }
 
+// kept is the container whose pins the create keeps: id, once the create
+// succeeded (err) and d has it join one; "" for none.
+func kept(id string, d *decision, err error) string {
+	if err != nil || !d.targets() {
+		return ""
+	}
+	return id
+}
+
+// preparedFirst is the Update path's start: it waits for the preparation
+// before anything is forwarded, so that its errors and strict refusals
+// leave nothing behind. Configured for NRI only, a create with namespaces
+// to join is refused while NRI is not usable.
+func (t *targeter) preparedFirst(prep *preparation) (*target, decision, error) {
+	tg, d, err := t.decided(prep)
+	if err == nil && t.nriOnly && d.targets() {
+		_, why := t.nri.Usable()
+		err = coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", prep.req.Name, why)
+	}
+	return tg, d, err
+}
+
 // decided waits for the preparation, and answers the target and what is
 // decided before the container exists (decisionFor); or the caller's
 // error, or strict mode's refusal of what already falls back.
-func (t *targeter) decided(prep *preparation, req criwire.Create, p *plan) (*target, decision, error) {
+func (t *targeter) decided(prep *preparation) (*target, decision, error) {
 	tg, err := prep.wait()
 	if err != nil {
 		return nil, decision{}, err
 	}
-	d := decisionFor(req, p, tg)
+	d := decisionFor(prep.req, prep.p, tg)
 	return tg, d, strictErr(&d, t.strict)
 }
 
@@ -255,6 +242,44 @@ func (t *targeter) retryWithoutNRI(ctx, lctx context.Context, raw []byte, req cr
 		return forwarded{out: out, asked: true, d: &again.d, pointed: true, took: again.took}, err
 	}
 	return forwarded{out: out, asked: true, d: &d}, err
+}
+
+// firstFault is the answer to a create the backend failed (err): when
+// containerd failed it before it asked the shim (its NRI event never
+// came), the request's own fault (an unknown target, say, or strict mode's
+// refusal) comes first, as when the shim prepares before it forwards.
+func (t *targeter) firstFault(prep *preparation, token string, fw forwarded, err error) error {
+	if token != "" && !fw.asked {
+		if _, _, perr := t.decided(prep); perr != nil {
+			return perr
+		}
+	}
+	return err
+}
+
+// point has container id, which the backend made, pointed at what
+// targeting decides (into d), and answers how its spec was written: by the
+// NRI answer already (fw), or now through containerd's API, on the Update
+// path (where tg and d were decided before the forward) and when the NRI
+// event was not answered (then they are decided now, and a refusal removes
+// what the backend made).
+func (t *targeter) point(ctx context.Context, id string, fw forwarded, prep *preparation, tg *target, d *decision, pins *createPins) (string, error) {
+	if fw.pointed {
+		*d = *fw.d
+		return ViaNRI, nil
+	}
+	if tg == nil {
+		var err error
+		if tg, *d, err = t.decided(prep); err != nil {
+			return "", err
+		}
+	}
+	if fw.d != nil {
+		*d = *fw.d // the NRI answer's, with what it learnt
+	} else {
+		d.unconfirmed(tg, tg.confirm())
+	}
+	return ViaUpdate, t.pointSpec(ctx, id, d, tg, pins)
 }
 
 // pointSpec is the Update path: it decides, from d, with the spec the

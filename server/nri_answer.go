@@ -5,7 +5,6 @@ import (
 
 	nriapi "github.com/containerd/nri/pkg/api"
 
-	"github.com/cri-nstarget/cri-nstarget/criwire"
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 )
 
@@ -47,20 +46,21 @@ func (t *targeter) expectNRI(sandbox, name string, answer answerFunc) (string, *
 }
 
 // answerTargeting answers the event of the container the backend makes for
-// a TARGET create (req, p): it waits for the preparation (its error refuses
-// the create, so containerd makes nothing) and for the target's pid to be
-// confirmed, decides with the event's copy of the container's spec, taking
-// the pins into pins, and renders the decision as the adjustment that
-// containerd applies inside its CreateContainer. A fallback is answered
-// with its record; strict mode's refusal refuses the create.
-func (t *targeter) answerTargeting(req criwire.Create, p *plan, prep *preparation, pins *createPins) answerFunc {
+// the TARGET create prep prepares for: it waits for the preparation (its
+// error refuses the create, so containerd makes nothing) and for the
+// target's pid to be confirmed, decides with the event's copy of the
+// container's spec, taking the pins into pins, and renders the decision as
+// the adjustment that containerd applies inside its CreateContainer. A
+// fallback is answered with its record; strict mode's refusal refuses the
+// create.
+func (t *targeter) answerTargeting(prep *preparation, pins *createPins) answerFunc {
 	return func(a *nriAnswer, c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
 		failpoint("create:nri-event")
 		tg, err := prep.wait()
 		if err != nil {
 			return nil, err
 		}
-		a.d = decisionFor(req, p, tg)
+		a.d = decisionFor(prep.req, prep.p, tg)
 		a.d.unconfirmed(tg, tg.confirm())
 		if err := strictErr(&a.d, t.strict); err != nil {
 			return nil, err

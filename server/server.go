@@ -73,7 +73,7 @@ type Options struct {
 
 // Server is the CRI proxy: one grpc.Server whose every CRI method forwards
 // raw frames to the backend (passthrough.go), the intercepted ones through
-// the targeting hooks of target (target.go). It holds no lock of its own:
+// the targeting hooks of target (targeter.go). It holds no lock of its own:
 // the state it shares between calls is grpc's, the health server's, the
 // pins on disk and containerd's. Every field is set by New (nri by useNRI)
 // and never changes after.

@@ -111,6 +111,15 @@ type decideEnv struct {
 	pin     func(hs []*namespaces.Handle, shm *namespaces.Handle) (paths map[namespaces.Kind]string, nsErr, shmErr error)
 }
 
+// decideEnv is decide's world for container id: t's kernel checks, and the
+// pins the create takes into pins.
+func (t *targeter) decideEnv(id string, pins *createPins) decideEnv {
+	return decideEnv{canJoin: t.canJoin, stat: t.stat,
+		pin: func(hs []*namespaces.Handle, shm *namespaces.Handle) (map[namespaces.Kind]string, error, error) {
+			return pins.take(id, hs, shm)
+		}}
+}
+
 // decide is the one tail of both paths, for the container the backend is
 // making (NRI) or made (Update) with the namespaces and mounts in v: which
 // of tg's namespaces still targeted in d it joins (not those its user

@@ -19,11 +19,7 @@ type createPins struct {
 	store    pinStore
 	inFlight *flights // the reconciler's: pins of creates in flight
 	log      *logrus.Entry
-	held     map[string]map[namespaces.Kind]string // container id -> kind -> pin
-}
-
-func (t *targeter) newCreatePins() *createPins {
-	return &createPins{store: t.pins, inFlight: &t.recon.pinning, log: t.log, held: map[string]map[namespaces.Kind]string{}}
+	held     map[string]map[namespaces.Kind]string // container id -> kind -> pin; made by take
 }
 
 // take pins hs, and shm if not nil, for container id, and answers their
@@ -31,6 +27,9 @@ func (t *targeter) newCreatePins() *createPins {
 // /dev/shm (shmErr: the namespaces stay). What id holds already, from an
 // earlier answer for the same container, is kept and answered.
 func (c *createPins) take(id string, hs []*namespaces.Handle, shm *namespaces.Handle) (paths map[namespaces.Kind]string, nsErr, shmErr error) {
+	if c.held == nil {
+		c.held = map[string]map[namespaces.Kind]string{}
+	}
 	paths = c.held[id]
 	if len(paths) == 0 {
 		c.inFlight.add(id)

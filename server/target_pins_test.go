@@ -36,7 +36,7 @@ func TestPinCounts(t *testing.T) {
 func TestCreatePins(t *testing.T) {
 	store := &fakePins{held: map[string]map[namespaces.Kind]string{}}
 	var inFlight flights
-	pins := &createPins{store: store, inFlight: &inFlight, log: logrus.NewEntry(logrus.New()), held: map[string]map[namespaces.Kind]string{}}
+	pins := &createPins{store: store, inFlight: &inFlight, log: logrus.NewEntry(logrus.New())}
 	pid := &namespaces.Handle{Kind: namespaces.PID}
 	ipc := &namespaces.Handle{Kind: namespaces.IPC}
 	shm := &namespaces.Handle{Kind: namespaces.Shm}

@@ -48,6 +48,8 @@ func (tg *target) close() {
 // namespaces in the background, while the create goes on, until whoever
 // first needs the target waits for it.
 type preparation struct {
+	req  criwire.Create // the request it prepares for
+	p    *plan
 	done chan struct{}
 	tg   *target // set before done is closed, then only read
 	err  error   // the caller's error (NotFound, FailedPrecondition, ...)
@@ -60,7 +62,7 @@ type preparation struct {
 // whatever else keeps targeting from being honoured becomes the target's
 // failure, a fallback.
 func (t *targeter) prepare(ctx, lctx context.Context, req criwire.Create, p *plan) *preparation {
-	pr := &preparation{done: make(chan struct{})}
+	pr := &preparation{req: req, p: p, done: make(chan struct{})}
 	if len(p.kinds) == 0 {
 		// unknown modes only: no target to resolve
 		pr.tg = &target{confirm: func() error { return nil }}

@@ -77,12 +77,3 @@ type targeter struct {
 	removals removalGate // nil: RemovePodSandbox waits for nothing
 	nriOnly  bool        // refuse TARGET creates while NRI is not usable
 }
-
-// decideEnv is decide's world for a container id whose pins the create
-// takes into pins.
-func (t *targeter) decideEnv(id string, pins *createPins) decideEnv {
-	return decideEnv{canJoin: t.canJoin, stat: t.stat,
-		pin: func(hs []*namespaces.Handle, shm *namespaces.Handle) (map[namespaces.Kind]string, error, error) {
-			return pins.take(id, hs, shm)
-		}}
-}
