@@ -10,36 +10,64 @@
 // connection and its table of creates awaiting their event (nriplugin), the
 // pins on disk (pins, mechanism beside package namespaces), the intent
 // records (intents). The targeting policy stays here, as functions over
-// plain values (a request's plan, an outcome, a view of the spec), because
-// it shares the outcome, the reasons and the coded errors with the hooks,
-// and it is tested without a server: on an outcome and a fake pin store.
+// plain values (a request's plan, the target as prepared, a decision, a
+// view of the spec) with the kernel's checks and the pins injected, because
+// it shares the decision, the reasons and the coded errors with the hooks;
+// it is tested without a server (target_decide_test.go).
 //
-// Where things are:
+// Where things are, in the order a TARGET create goes through them:
 //
-//	server.go          the grpc.Server: options and bounds, method registration, Serve, Shutdown
-//	passthrough.go     raw forwarding of unary calls and streams (grpc-proxy's pattern)
+//	container_create.go  createContainer and createTargeted, the create top
+//	                   to bottom: prepare, record the intent, forward (the NRI
+//	                   retries apart), point (the NRI answer's, or the spec
+//	                   through containerd's API), report; each acquisition
+//	                   followed by its undo, deferred on retErr
+//	target_plan.go     plan: what a request asks for (planFor), validated
+//	target_prepare.go  the resolved target (target) and its preparation:
+//	                   resolve, the pid, the namespaces opened through a
+//	                   pidfd, the pid confirmed; opened by prepare, closed by
+//	                   the create
+//	nri_answer.go      the NRI answer and its state (nriAnswer): registered
+//	                   before the forward, run inside containerd's create
+//	target_decide.go   the decision (decision): what is decided before the
+//	                   container exists, decide (what joins, the pins taken in
+//	                   one step, the ipc /dev/shm), strict refusals; pure
+//	target_pins.go     the pins one create takes (createPins): take, and the
+//	                   one undo, release
+//	target_render.go   a decision as spec options, or as an NRI adjustment
+//	report.go          the log lines, the targeting metric, the Events
+//	reconcile.go       crash recovery: intent records in flight (flight),
+//	                   discard, reconcile, stale pins
+//
+// and besides:
+//
+//	server.go          the grpc.Server: options and bounds, method
+//	                   registration, Serve, Shutdown; the server's lifetime
+//	passthrough.go     raw forwarding of unary calls, and of streams with one
+//	                   forwarder per direction (grpc-proxy's pattern)
 //	codec.go           the raw codec: messages stay bytes in grpc's buffers
 //	lenient.go         the shim's own typed calls: answers decode whatever labels they carry
 //	instrument.go      the boundary every call passes: status, panics, metrics, logs
 //	health.go          grpc.health.v1 on the CRI socket
 //	socket.go          the CRI socket: stale socket, mode, group
-//	container_create.go  the create, top to bottom: prepare, record the intent,
-//	                   forward (the NRI retry apart), point (NRI answer or spec
-//	                   Update), report; each undo deferred after what it undoes
+//	targeter.go        the targeter: the hooks' dependencies, small interfaces
 //	container_start.go, container_remove.go, sandbox_remove.go  the other hooks
-//	target_plan.go     plan: what a request asks for (planFor), validated
-//	target.go          the targeter, its dependencies, and resolve: the target,
-//	                   its pid, its namespaces opened (prepare)
-//	target_decide.go   decide: the outcome, the one tail both paths share (pin or
-//	                   fall back, strict refusal, release), the ipc /dev/shm
-//	target_render.go   render: the decision as spec options, or as an NRI adjustment
 //	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), wiring
-//	reconcile.go       crash recovery: intent records in flight, discard, reconcile,
-//	                   stale pins
-//	report.go          the log lines and the targeting metric
 //	containerd.go      containerd's own API: task pids, stored specs
 //	failpoint*.go      crash points for the crash tests (build tag failpoints)
-//	errors.go, reasons.go  coded errors, fallback reasons
+//	errors.go, reasons.go  coded errors and the mappings to codes (codeOf),
+//	                   fallback reasons
+//
+// Who owns what. Server.life is the server's lifetime: Shutdown ends it,
+// and with it the proxy's streams, the reconciler's loop and the NRI
+// connection, each handed it. A create's state has one writer at a time,
+// each for its lifetime: the preparation writes the target once, before it
+// is done, and everyone after only reads it; the decision and the pins are
+// the create's handler's, except while its NRI event is being answered
+// (answerTargeting, on the NRI stub's goroutine), which writes its own
+// decision into its nriAnswer and takes pins into the create's createPins;
+// nriplugin's Settle hands both back only once that answer is done. Strict
+// refusals are reported once, by the create that returns them.
 //
 // Errors are wrapped with context inside and turned into a gRPC status once,
 // in instrument (instrument.go); statuses from the backend pass through
@@ -48,13 +76,10 @@
 // Locks, and what each guards (each is also said on its struct):
 //
 //	reconciler.mu       one reconcile at a time (reconcile.go); taken before flights.mu
-//	flights.mu          the ids of creates in flight, and the reconciler loop (a leaf)
+//	flights.mu          the ids in flight (records, pins), and the reconciler loop (a leaf)
 //	nriplugin's locks   its own (a leaf each; see its doc.go)
 //
-// No lock is held across a call to the backend. A create's outcome has one
-// owner at a time: the create's handler, except while its NRI event is
-// being answered (answerNRI, on the NRI stub's goroutine); nriplugin's
-// Settle hands it back only once that answer is done. Besides these, what
-// calls share is grpc's connections, the health server, the pins on disk
-// and containerd's state.
+// No lock is held across a call to the backend. Besides these, what calls
+// share is grpc's connections, the health server, the pins on disk and
+// containerd's state.
 package server

@@ -52,9 +52,9 @@ type reconciler struct {
 	// mu: one reconcile at a time. Lock order: mu, then flights.mu.
 	mu      sync.Mutex
 	flights flights
-	// pinning holds the containers pinned in an NRI event whose create is
-	// still in flight: containerd does not list them yet, and releaseStale
-	// must leave their pins alone.
+	// pinning holds the containers pinned by a create still in flight
+	// (createPins): containerd may not list them yet (pinned in their NRI
+	// event), and releaseStale must leave their pins alone.
 	pinning flights
 }
 
