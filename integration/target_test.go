@@ -199,8 +199,10 @@ func takePid(t *testing.T, pid int) *exec.Cmd {
 
 // The containerd API (specs, task pids) cannot be reached while its CRI can:
 // by default the debug container runs in the pod's namespace, and the
-// warning in the log and the metric say why (without the API no annotation
-// can be written); strict mode answers Unavailable and leaves nothing.
+// warning in the log and the metric say why; on the NRI path the record
+// says so too (it is written inside containerd's create), on the Update path
+// there is none (it is written through that API); strict mode answers
+// Unavailable and leaves nothing.
 func TestContainerdAPIUnreachable(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fallback", true: "strict"}[strict], func(t *testing.T) {
@@ -231,8 +233,12 @@ func TestContainerdAPIUnreachable(t *testing.T) {
 			if got := nsInside(t, c, dbg, "pid"); got != podNS {
 				t.Errorf("debug pid namespace %s, want the pod's %s", got, podNS)
 			}
-			if _, ok, _ := oci.ParseRecord(info(t, dbg).RuntimeSpec.Annotations); ok {
-				t.Error("an annotation was written although the containerd API is unreachable")
+			rec, ok, _ := oci.ParseRecord(info(t, dbg).RuntimeSpec.Annotations)
+			switch {
+			case shimsUseNRI() && (!ok || rec.Via != "nri" || rec.Namespaces["pid"].ReasonKind != "containerd_unavailable"):
+				t.Errorf("NRI path: record %+v (ok %v), want the fallback with reason containerd_unavailable, written through NRI", rec, ok)
+			case !shimsUseNRI() && ok:
+				t.Error("Update path: an annotation was written although the containerd API is unreachable")
 			}
 			log, _ := os.ReadFile(s.LogPath())
 			if !strings.Contains(string(log), "targeting fell back") || !strings.Contains(string(log), "reason_kind=containerd_unavailable") {
