@@ -23,6 +23,13 @@ import (
 // errTaskNotRunning means containerd has the container but no running task.
 var errTaskNotRunning = errors.New("task not running")
 
+// taskStatusError is errTaskNotRunning with the status containerd gave
+// the task (STOPPED, CREATED, PAUSED...).
+type taskStatusError struct{ status task.Status }
+
+func (e taskStatusError) Error() string        { return "its task is " + e.status.String() }
+func (e taskStatusError) Is(target error) bool { return target == errTaskNotRunning }
+
 // containerdAPI is the shim's view of containerd's own API (not its CRI):
 // task pids and stored container specs, in one containerd namespace. It uses
 // containerd's generated API clients, the same services the containerd Go
@@ -52,7 +59,7 @@ func (c containerdAPI) TaskPID(ctx context.Context, id string) (uint32, error) {
 		return 0, fmt.Errorf("containerd task of %q: %w", id, err)
 	}
 	if st := resp.GetProcess().GetStatus(); st != task.Status_RUNNING {
-		return 0, fmt.Errorf("containerd task of %q is %s: %w", id, st, errTaskNotRunning)
+		return 0, fmt.Errorf("containerd task of %q: %w", id, taskStatusError{st})
 	}
 	return resp.GetProcess().GetPid(), nil
 }

@@ -136,8 +136,13 @@ func (t *targeter) targetPID(ctx context.Context, ctr *runtimeapi.Container, ask
 	}
 	if why := whyNoPID(a.err); why == reasonTargetNotRunning {
 		// containerd's metadata knows the container, but it has no
-		// running task: it exited (or never started).
-		return 0, &failure{why: why, code: codes.FailedPrecondition, reason: fmt.Sprintf("target is not running: containerd has no running task for it (%v)", a.err)}
+		// running task: it exited (or never started). Said without ids:
+		// strict mode's refusal, which the kubelet shows, says it too.
+		var st taskStatusError
+		if errors.As(a.err, &st) {
+			return 0, &failure{why: why, code: codes.FailedPrecondition, reason: "target is not running: containerd's task for it is " + st.status.String()}
+		}
+		return 0, &failure{why: why, code: codes.FailedPrecondition, reason: "target is not running: containerd has no task for it (it exited, or never started)"}
 	}
 	return 0, &failure{why: whyNoPID(a.err), code: codeOf(a.err), reason: fmt.Sprintf("find the target's process: %v", a.err)}
 }
