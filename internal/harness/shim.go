@@ -35,6 +35,13 @@ func BuildShim(moduleRoot, dir string, tags ...string) (string, error) {
 	return bin, nil
 }
 
+// hasFlag tells whether the cri-nstarget binary has the flag --name, from
+// its usage.
+func hasFlag(binary, name string) bool {
+	out, _ := exec.Command(binary, "-h").CombinedOutput()
+	return strings.Contains(string(out), "\n  -"+name+" ")
+}
+
 // ShimTags are the build tags the Makefile builds the shim with (SHIM_TAGS).
 const ShimTags = "grpcnotrace"
 
@@ -104,8 +111,6 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 	s := &Shim{Binary: binary, Dir: dir}
 	s.Args = append([]string{
 		"--config=", // this machine's /etc/cri-nstarget/config.toml is not the test's
-		// nor its kubelet's kubeconfig: no Events unless a test asks
-		"--events-kubeconfig=",
 		"--listen", s.Endpoint(),
 		"--runtime-endpoint", c.Endpoint(),
 		"--containerd-address", c.Address(),
@@ -113,6 +118,12 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 		"--nri-socket", c.NRISocket(),
 		"--log-level", "debug",
 	}, extra...)
+	if hasFlag(binary, "events-kubeconfig") {
+		// nor is its kubelet's kubeconfig: no Events unless a test asks
+		// (a later flag in extra wins); an older binary (a benchmark's
+		// baseline) has no such flag, and no events
+		s.Args = append(s.Args[:1:1], append([]string{"--events-kubeconfig="}, s.Args[1:]...)...)
+	}
 	conn, err := Dial(s.Endpoint(), grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond},
 		MinConnectTimeout: time.Second,
