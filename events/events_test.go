@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,6 +148,8 @@ func TestAnswers(t *testing.T) {
 				api.addPod("shop", name, uid)
 			}
 			var posts atomic.Int32
+			var mu sync.Mutex
+			var postedAt []time.Time
 			api.answer = func(w http.ResponseWriter, r *http.Request) bool {
 				if r.Method == http.MethodGet && tc.getPod != 0 {
 					writeStatus(w, tc.getPod, "Forbidden", `pods "web" is forbidden: node: no relationship found between node 'worker-1' and this object`)
@@ -156,6 +159,9 @@ func TestAnswers(t *testing.T) {
 					return false
 				}
 				n := int(posts.Add(1))
+				mu.Lock()
+				postedAt = append(postedAt, time.Now())
+				mu.Unlock()
 				if tc.answer == nil {
 					return false
 				}
@@ -171,7 +177,8 @@ func TestAnswers(t *testing.T) {
 				user = "system:node:worker-1"
 			}
 			kc, _ := api.kubeconfig(t, t.TempDir(), user)
-			s, m := newSink(t, Options{Kubeconfig: kc})
+			const backoff = 20 * time.Millisecond
+			s, m := newSink(t, Options{Kubeconfig: kc, Backoff: backoff})
 			s.Post(dbg)
 			flush(s)
 			if m.get(tc.want) != 1 {
@@ -179,6 +186,13 @@ func TestAnswers(t *testing.T) {
 			}
 			if n := int(posts.Load()); n != tc.attempts {
 				t.Errorf("%d POSTs, want %d", n, tc.attempts)
+			}
+			// a retry waits the backoff, doubled for each next (a lower
+			// bound only: a slow machine waits longer, never shorter)
+			for i := 1; i < len(postedAt); i++ {
+				if gap, want := postedAt[i].Sub(postedAt[i-1]), backoff<<(i-1); gap < want {
+					t.Errorf("POST %d came %v after the one before, want at least the backoff %v", i+1, gap, want)
+				}
 			}
 		})
 	}
