@@ -52,6 +52,8 @@ vet:
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) vet -tags node ./e2e/node/
 	$(GO) vet -tags upstream ./e2e/upstream/
+	$(GO) vet -tags soakbreak_intents ./server/
+	$(GO) vet -tags soakbreak_nrigate ./nriplugin/
 
 # Static checks: gofmt leaves nothing to change, go vet (above), and
 # staticcheck at a pinned version (run from the module proxy, never in go.mod).
@@ -65,6 +67,8 @@ lint: vet
 	$(GO) run $(STATICCHECK) -tags node ./e2e/node/
 	$(GO) run $(STATICCHECK) -tags upstream ./e2e/upstream/
 	$(GO) run $(STATICCHECK) -tags failpoints ./server/ ./cmd/...
+	$(GO) run $(STATICCHECK) -tags soakbreak_intents ./server/
+	$(GO) run $(STATICCHECK) -tags soakbreak_nrigate ./nriplugin/
 
 unit:
 	$(LEG) $(GO) test -count=1 ./...
