@@ -60,11 +60,35 @@ func (r *run) killTargetAtDebug(ctx context.Context) error {
 			break
 		}
 	}
+	restarts := r.restarts(ctx, pod, target)
 	r.logf("fault: SIGKILL to %s/%s (pid %d) as its debug container is made", pod, target, pid)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill %d: %w", pid, err)
 	}
+	// part of the recovery: the kubelet restarts the target
+	for deadline := time.Now().Add(r.cfg.RecoveryBound); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if n := r.restarts(ctx, pod, target); n < 0 || n > restarts {
+			break
+		}
+	}
 	return nil
+}
+
+// restarts is the restart count of pod's container name once it is ready
+// again, -1 when the pod is gone.
+func (r *run) restarts(ctx context.Context, pod, name string) int {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	p, err := r.node.api.getPod(cctx, pod)
+	if err != nil || p.DeletionTimestamp != nil {
+		return -1
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == name && s.Ready {
+			return int(s.RestartCount)
+		}
+	}
+	return 0
 }
 
 func entries(dir string) []string {
@@ -112,13 +136,14 @@ func (r *run) targetPID(ctx context.Context, pod, name string) (int, error) {
 // stopped them restarts containerd and removes their sandboxes through the
 // shim back to back, as the kubelet's garbage collection does: the shim's
 // NRI plugin registers again (containerd came back) while the removals are
-// in containerd. Each removal has the watchdog's deadline; containerd's
+// in containerd. Then it makes as many pods again. Each removal has the watchdog's deadline; containerd's
 // plugin-sync deadlock shows as a hang here and in every call after it.
 func (r *run) registerDuringRemoval(ctx context.Context) error {
 	const n = 5
 	var uids []string
+	var kinds []podKind
 	for range n {
-		name, _, ok := r.work.pick(nil)
+		name, k, ok := r.work.pick(nil)
 		if !ok {
 			break
 		}
@@ -126,9 +151,15 @@ func (r *run) registerDuringRemoval(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		uids = append(uids, string(p.UID))
+		uids, kinds = append(uids, string(p.UID)), append(kinds, k)
 		r.work.deletePod(ctx, name)
 	}
+	// as many pods again once the removals are done
+	defer func() {
+		for _, k := range kinds {
+			r.work.makePod(ctx, k)
+		}
+	}()
 	// the kubelet stops the pods' sandboxes; their containers stay until
 	// its garbage collection, which is what the removals race
 	sandboxes := map[string]bool{}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -127,7 +129,7 @@ type verdict struct {
 
 // stuckAfter: a debug container neither made nor refused this long after
 // it was asked for counts as a hang.
-const stuckAfter = 3 * time.Minute
+const stuckAfter = 2 * time.Minute
 
 // judge looks at a pending debug container in its pod's status (nil: the
 // pod is gone or going) and returns a verdict, or nil while it is not over.
@@ -141,11 +143,11 @@ func (o *observer) judge(ctx context.Context, d *debugReq, pod *corev1.Pod) *ver
 		}
 	}
 	if st != nil && st.State.Waiting != nil && st.State.Waiting.Message != "" {
-		d.lastErr = st.State.Waiting.Message
+		d.lastErr, d.lastReason = st.State.Waiting.Message, st.State.Waiting.Reason
 	}
 	refused := func() *verdict {
 		out, why := Judge(Observation{Error: d.lastErr, Code: kubeletCode(o.kubeletLog, d.lastErr)})
-		return &verdict{req: d, outcome: out, why: why}
+		return &verdict{req: d, outcome: out, why: d.lastReason + ": " + why}
 	}
 	switch {
 	case st != nil && st.State.Terminated != nil && st.ContainerID != "":
@@ -159,8 +161,11 @@ func (o *observer) judge(ctx context.Context, d *debugReq, pod *corev1.Pod) *ver
 		}
 		r, logPath, err := o.recordOf(ctx, id)
 		if err != nil && r == nil && logPath == "" {
-			if pod == nil || pod.DeletionTimestamp != nil {
+			switch {
+			case status.Code(err) == codes.NotFound && (pod == nil || pod.DeletionTimestamp != nil):
 				return &verdict{req: d, lost: true}
+			case status.Code(err) != codes.NotFound && time.Since(d.asked) < stuckAfter:
+				return nil // containerd is away (a fault): ask again
 			}
 			obs.Error += fmt.Sprintf(" (record: %v)", err)
 		}

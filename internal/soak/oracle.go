@@ -18,8 +18,9 @@ const (
 	// FellBack: in a namespace other than the target's, and its record
 	// says fallback with a reason.
 	FellBack Outcome = "fallback"
-	// Refused: never made; the kubelet reports a gRPC status with a code
-	// that names the refusal (not Unknown, not Internal).
+	// Refused: never run; the runtime's answer to its create (or start)
+	// was a gRPC status with a code that names the refusal (not Unknown,
+	// not Internal).
 	Refused Outcome = "refused"
 	// WrongJoin: anything else. It fails the run.
 	WrongJoin Outcome = "wrong"
@@ -48,9 +49,9 @@ func Judge(o Observation) (Outcome, string) {
 	if !o.Made {
 		switch o.Code {
 		case "":
-			return WrongJoin, fmt.Sprintf("not made, without a gRPC status: %q", o.Error)
+			return WrongJoin, fmt.Sprintf("not run, without a gRPC status: %q", o.Error)
 		case "Unknown", "Internal":
-			return WrongJoin, fmt.Sprintf("not made, with an untyped error (%s): %q", o.Code, o.Error)
+			return WrongJoin, fmt.Sprintf("not run, with an untyped error (%s): %q", o.Code, o.Error)
 		}
 		return Refused, o.Code
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -299,21 +300,37 @@ func (r *run) faults(ctx, outer context.Context, schedule []Fault) {
 }
 
 // checkLeaks waits for the kubelet to collect what deleted pods left (its
-// garbage collection runs every minute), then lists what is still there.
+// garbage collection runs every minute; up to two), then lists what is
+// still there.
 func (r *run) checkLeaks(ctx context.Context) {
-	var left []string
+	var left, before []string
 	var err error
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(10 * time.Second) {
+	same := 0
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Second) {
 		left, err = r.leaks(ctx)
 		if err == nil && len(left) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
+		// what the kubelet collects is gone, and the rest has not changed
+		// for 20 s: nothing else will remove it
+		if same++; !slices.Equal(left, before) || slices.ContainsFunc(left, collectable) {
+			same = 0
+		}
+		if same == 4 {
+			break
+		}
+		before = left
 	}
 	if err != nil {
 		left = append(left, fmt.Sprintf("could not list: %v", err))
 	}
 	r.rep.Leaks = left
 	r.logf("leak check: %d left", len(left))
+}
+
+// collectable: a leak the kubelet's garbage collection may still remove.
+func collectable(leak string) bool {
+	return strings.HasPrefix(leak, "sandbox ") || strings.HasPrefix(leak, "container ")
 }
 
 // kubeletHangs are the kubelet's CRI calls that reached their deadline, from

@@ -91,6 +91,7 @@ type debugReq struct {
 	asked             time.Time
 	killed            bool   // its target was killed as it was being made
 	lastErr           string // the kubelet's last waiting message for it, if any
+	lastReason        string // and its reason (CreateContainerError, RunContainerError...)
 }
 
 // workload makes the pods and the debug containers. Its state is owned by
