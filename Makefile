@@ -195,6 +195,7 @@ e2e-containerd2: e2e-tools
 #   make soak SOAK_SEED=N                the schedule and workload of seed N again
 #   make soak SOAK_BREAK=intents|nrigate a deliberately broken shim (build tag
 #                                        soakbreak_*): the run must FAIL
+#   SOAK_ARGS="--faults K1,K2 --fault-every 20s"  only these faults, this often
 SOAK_DURATION ?= 30m
 SOAK_SEED     ?=
 SOAK_BACKEND  ?= 2.4

@@ -52,6 +52,8 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.ChurnEvery, "churn-every", 3*time.Second, "mean interval between pod replacements")
 	flag.DurationVar(&cfg.RecoveryBound, "recovery-bound", 90*time.Second, "how long the node and pods may take to be back after a fault")
 	flag.DurationVar(&cfg.SampleEvery, "sample-every", time.Minute, "how often the shim's RSS, fds and goroutines are sampled")
+	faults := flag.String("faults", "", "only these faults, comma-separated (default: every kind)")
+	flag.DurationVar(&cfg.Faults.Every, "fault-every", time.Minute, "about how often a fault comes")
 	flag.StringVar(&cfg.ShimBinary, "shim-binary", "bin/cri-nstarget", "the shim (ignored with --break, which builds its own)")
 	flag.StringVar(&cfg.KubeBin, "kubernetes-bin", "", "kube-apiserver, kubelet and kubectl (hack/kubernetes.sh)")
 	flag.StringVar(&cfg.Etcd, "etcd", "", "etcd (hack/etcd.sh)")
@@ -65,6 +67,11 @@ func run(ctx context.Context) error {
 	if cfg.KubeBin == "" || cfg.Etcd == "" {
 		return errors.New("--kubernetes-bin and --etcd are required (make soak sets them)")
 	}
+	kinds, err := soak.ParseKinds(*faults)
+	if err != nil {
+		return fmt.Errorf("--faults: %w", err)
+	}
+	cfg.Faults.Kinds = kinds
 	cfg.Seed = rand.Int63()
 	if *seed != "" {
 		n, err := strconv.ParseInt(*seed, 10, 64)

@@ -28,6 +28,7 @@ type Config struct {
 	// after a fault (see recovered).
 	RecoveryBound time.Duration
 	SampleEvery   time.Duration // the shim's resources, after the warm-up
+	Faults        Plan          // which faults, how often
 	Growth        Growth
 
 	ShimBinary, KubeBin, Etcd, Containerd, Runc string
@@ -61,7 +62,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
 	}
-	schedule := Schedule(cfg.Seed, cfg.Duration, quietTail)
+	schedule := Schedule(cfg.Seed, cfg.Duration, quietTail, cfg.Faults)
 	fmt.Fprintf(cfg.Out, "soak: seed %d, %s on %s, %d pods, a debug container every ~%s, a pod replaced every ~%s, recovery bound %s\nfaults (after the warm-up):\n%s",
 		cfg.Seed, cfg.Duration, cfg.Backend, cfg.Pods, cfg.DebugEvery, cfg.ChurnEvery, cfg.RecoveryBound, FormatSchedule(schedule))
 	r := &run{cfg: cfg, watch: &watchdog{}, start: time.Now(), rep: &Report{

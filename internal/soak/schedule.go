@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"time"
 )
@@ -38,20 +39,35 @@ type Fault struct {
 	Kind FaultKind
 }
 
-// Schedule draws the faults of a run of length d from seed: one per
-// interval (d less a quiet tail, split into slots of about one minute, at
-// least one slot per kind), at a random point of the slot's first half, so
-// that the second half leaves time to recover. Kinds come in shuffled
-// rounds of every kind, so every kind appears once there are as many slots.
-// The same seed and d give the same schedule.
-func Schedule(seed int64, d, tail time.Duration) []Fault {
+// Plan is what a schedule is drawn from: the kinds of fault (all of
+// FaultKinds when empty) and about how often one comes (a minute when 0).
+type Plan struct {
+	Kinds []FaultKind
+	Every time.Duration
+}
+
+// Schedule draws the faults of a run of length d from seed: one per slot
+// (d less a quiet tail, split into slots of about plan.Every, at least one
+// slot per kind), at a random point of the slot's first half, so that the
+// second half leaves time to recover. Kinds come in shuffled rounds of
+// every kind, so every kind appears once there are as many slots. The same
+// seed, d and plan give the same schedule.
+func Schedule(seed int64, d, tail time.Duration, plan Plan) []Fault {
+	kindsOf := plan.Kinds
+	if len(kindsOf) == 0 {
+		kindsOf = FaultKinds
+	}
+	every := plan.Every
+	if every <= 0 {
+		every = time.Minute
+	}
 	span := d - tail
 	if span <= 0 {
 		return nil
 	}
-	n := int(span / time.Minute)
-	if n < len(FaultKinds) {
-		n = len(FaultKinds)
+	n := int(span / every)
+	if n < len(kindsOf) {
+		n = len(kindsOf)
 	}
 	slot := span / time.Duration(n)
 	rng := rand.New(rand.NewSource(seed))
@@ -59,7 +75,7 @@ func Schedule(seed int64, d, tail time.Duration) []Fault {
 	faults := make([]Fault, 0, n)
 	for i := range n {
 		if len(kinds) == 0 {
-			kinds = append(kinds, FaultKinds...)
+			kinds = append(kinds, kindsOf...)
 			rng.Shuffle(len(kinds), func(a, b int) { kinds[a], kinds[b] = kinds[b], kinds[a] })
 		}
 		at := time.Duration(i)*slot + time.Duration(rng.Int63n(int64(slot/2)+1))
@@ -67,6 +83,21 @@ func Schedule(seed int64, d, tail time.Duration) []Fault {
 		kinds = kinds[1:]
 	}
 	return faults
+}
+
+// ParseKinds reads a comma-separated list of fault kinds; "" is all.
+func ParseKinds(list string) ([]FaultKind, error) {
+	var kinds []FaultKind
+	for _, k := range strings.Split(list, ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		if !slices.Contains(FaultKinds, FaultKind(k)) {
+			return nil, fmt.Errorf("unknown fault %q (one of %v)", k, FaultKinds)
+		}
+		kinds = append(kinds, FaultKind(k))
+	}
+	return kinds, nil
 }
 
 // FormatSchedule is the schedule as printed at the start of a run.
