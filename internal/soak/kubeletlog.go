@@ -56,3 +56,31 @@ func messageKey(msg string) string {
 	}
 	return msg
 }
+
+// kubeletStartCode is the gRPC code of the failed StartContainer of
+// container id, as the kubelet logged it (cri-client: `"StartContainer from
+// runtime service failed" err="rpc error: code = ..." containerID="ID"`);
+// "" when the kubelet logged none. The pod's status shows, once the
+// container is seen exited, the runtime's own reason (StartError), not the
+// answer the kubelet had.
+func kubeletStartCode(logPath, id string) string {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	code := ""
+	want := `containerID="` + id + `"`
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for s.Scan() {
+		l := s.Text()
+		if !strings.Contains(l, "StartContainer from runtime service failed") || !strings.Contains(l, want) {
+			continue
+		}
+		if m := codeRE.FindStringSubmatch(l); m != nil {
+			code = m[1]
+		}
+	}
+	return code
+}

@@ -28,3 +28,18 @@ E1127 09:00:03.000000    1 remote_runtime.go:498] "StartContainer from runtime s
 		}
 	}
 }
+
+func TestKubeletStartCode(t *testing.T) {
+	log := `E1127 09:15:18.968287    1 remote_runtime.go:523] "StartContainer from runtime service failed" err="rpc error: code = FailedPrecondition desc = container dbg-45 could not start" containerID="2a10"
+E1127 09:15:19.968287    1 remote_runtime.go:523] "StartContainer from runtime service failed" err="rpc error: code = Unknown desc = runc: procReady not received" containerID="7836"
+`
+	p := filepath.Join(t.TempDir(), "kubelet.log")
+	if err := os.WriteFile(p, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"2a10": "FailedPrecondition", "7836": "Unknown", "2a1": "", "9999": ""} {
+		if got := kubeletStartCode(p, id); got != want {
+			t.Errorf("kubeletStartCode(%s) = %q, want %q", id, got, want)
+		}
+	}
+}

@@ -170,6 +170,13 @@ func (o *observer) judge(ctx context.Context, d *debugReq, pod *corev1.Pod) *ver
 			obs.Error += fmt.Sprintf(" (record: %v)", err)
 		}
 		obs.Record, obs.DebugNS = r, firstLine(logPath)
+		if t := st.State.Terminated; t.ExitCode != 0 && obs.DebugNS == "" {
+			// it never ran: the answer to its start says why
+			if code := kubeletStartCode(o.kubeletLog, id); code != "" {
+				out, why := Judge(Observation{Error: t.Reason + ": " + t.Message, Code: code})
+				return &verdict{req: d, outcome: out, why: "start: " + why}
+			}
+		}
 		if r != nil && r.Target != "" {
 			obs.TargetNS = o.printedBy(ctx, r.Target)
 		}

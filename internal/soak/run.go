@@ -260,6 +260,9 @@ func (r *run) faults(ctx, outer context.Context, schedule []Fault) {
 			return
 		case <-time.After(time.Until(r.start.Add(f.At))):
 		}
+		if ctx.Err() != nil {
+			return // the run ended while the last recovery was awaited
+		}
 		r.logf("fault: %s", f.Kind)
 		began := time.Now()
 		// a fault, once begun, is carried out whole: a containerd
