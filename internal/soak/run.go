@@ -82,6 +82,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	r.soak(ctx, schedule)
 
+	if len(r.rep.Hangs) > 0 {
+		// a hung containerd (the plugin-sync deadlock stays until it
+		// restarts) would hang the teardown's removals too
+		r.logf("calls hung: containerd restarted before the teardown")
+		if err := n.backend.Containerd.Restart(context.WithoutCancel(ctx)); err != nil {
+			r.rep.Teardown = append(r.rep.Teardown, fmt.Sprintf("restart containerd: %v", err))
+		}
+	}
 	if err := n.stop(cfg); err != nil {
 		r.rep.Teardown = append(r.rep.Teardown, strings.Split(err.Error(), "\n")...)
 	}
