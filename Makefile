@@ -52,6 +52,8 @@ vet:
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) vet -tags node ./e2e/node/
 	$(GO) vet -tags upstream ./e2e/upstream/
+	$(GO) vet -tags soakbreak_intents ./server/
+	$(GO) vet -tags soakbreak_nrigate ./nriplugin/
 
 # Static checks: gofmt leaves nothing to change, go vet (above), and
 # staticcheck at a pinned version (run from the module proxy, never in go.mod).
@@ -65,6 +67,8 @@ lint: vet
 	$(GO) run $(STATICCHECK) -tags node ./e2e/node/
 	$(GO) run $(STATICCHECK) -tags upstream ./e2e/upstream/
 	$(GO) run $(STATICCHECK) -tags failpoints ./server/ ./cmd/...
+	$(GO) run $(STATICCHECK) -tags soakbreak_intents ./server/
+	$(GO) run $(STATICCHECK) -tags soakbreak_nrigate ./nriplugin/
 
 unit:
 	$(LEG) $(GO) test -count=1 ./...
@@ -172,6 +176,40 @@ e2e-containerd16: e2e-tools
 e2e-containerd2: e2e-tools
 	$(call kube_env,$(KUBERNETES_NEWEST)) NSTARGET_CONTAINERD="$(CONTAINERD2_BIN)" NSTARGET_RUNC="$(RUNC2_BIN)" NSTARGET_REQUIRE_USERNS=1 \
 		NSTARGET_E2E_LOGS=$(CURDIR)/bin/e2e/containerd2 $(LEG) $(E2E_TEST)
+
+# A busy node under random faults (issue 36; cmd/nstarget-soak,
+# internal/soak), outside `make test`: the e2e cluster (kubelet
+# $(KUBERNETES_NEWEST), the shim as its runtime) with ~30 pods, pods replaced
+# every few seconds, a debug container with --target about once a second, and
+# at seeded random times the shim SIGKILLed or SIGTERMed (restarted as
+# systemd would), containerd restarted, a target killed as its debug
+# container is made, the shim's NRI plugin registering while pods are
+# removed. Every debug container must have joined its target, fallen back
+# with a reason, or been refused with a typed error; the node must recover
+# within the bound after each fault; nothing may be left that no pod owns;
+# the shim may not grow. The seed, the schedule and the report are printed
+# (docs/reliability.md, Soak); the components' logs go to bin/soak/.
+#   make soak                            30 minutes on containerd $(CONTAINERD2_VERSION) (NRI)
+#   make soak SOAK_DURATION=3m           a smoke run
+#   make soak SOAK_BACKEND=1.7           on containerd $(SOAK_CONTAINERD17_VERSION) (the Update path)
+#   make soak SOAK_SEED=N                the schedule and workload of seed N again
+#   make soak SOAK_BREAK=intents|nrigate a deliberately broken shim (build tag
+#                                        soakbreak_*): the run must FAIL
+#   SOAK_ARGS="--faults K1,K2 --fault-every 20s"  only these faults, this often
+SOAK_DURATION ?= 30m
+SOAK_SEED     ?=
+SOAK_BACKEND  ?= 2.4
+SOAK_BREAK    ?=
+SOAK_ARGS     ?=
+SOAK_CONTAINERD17_VERSION ?= v1.7.35
+soak_containerd = $(if $(filter 1.7,$(SOAK_BACKEND)),$(SOAK_CONTAINERD17_VERSION),$(CONTAINERD2_VERSION))
+.PHONY: soak
+soak: deps build
+	$(GO) build -o bin/nstarget-soak ./cmd/nstarget-soak
+	./bin/nstarget-soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_BREAK),--break $(SOAK_BREAK)) \
+		--shim-binary $(BIN) --kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" \
+		--etcd "$$(./hack/etcd.sh)/etcd" --containerd "$$(CONTAINERD_VERSION=$(soak_containerd) ./hack/containerd.sh)/containerd" \
+		--runc "$(RUNC2_BIN)" --logs $(CURDIR)/bin/soak $(SOAK_ARGS)
 
 # Kubernetes' own e2e specs through the shim (issue 26; e2e/upstream,
 # internal/upstream), a leg of `make test`: e2e.test $(KUBERNETES_NEWEST)

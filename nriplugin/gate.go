@@ -86,6 +86,9 @@ func (g *registrationGate) removal(ctx context.Context) (done func(), err error)
 // synchronized the plugin or the attempt has failed. A done of an earlier
 // registration does not end a later one.
 func (g *registrationGate) registration(ctx context.Context) (done func(), err error) {
+	if breakRegistrationGate {
+		return func() {}, nil
+	}
 	var id uint64
 	if err := g.waitUntil(ctx, func() bool { return g.removals == 0 && g.reg == 0 },
 		func() { g.next++; id = g.next; g.reg = id }); err != nil {

@@ -31,12 +31,50 @@ func (t *targeter) startContainer(ctx context.Context, raw []byte, fwd forwardFu
 	if err != nil {
 		return nil, err
 	}
-	if path, ok := t.pins.Path(id, namespaces.PID); id != "" && ok {
+	path, pinned := t.pins.Path(id, namespaces.PID)
+	if id == "" || !pinned {
+		return fwd(ctx, raw)
+	}
+	if live, err := t.hasInit(path); err != nil || !live {
+		// falls back (the spec no longer names the pin), or refuses
 		if err := t.checkPID(ctx, id, path); err != nil {
 			return nil, err
 		}
+		return fwd(ctx, raw)
 	}
-	return fwd(ctx, raw)
+	out, err := fwd(ctx, raw)
+	if err != nil {
+		return nil, t.startFailed(ctx, id, path, err)
+	}
+	return out, nil
+}
+
+// startFailed is the answer to a start of container id, which joins the
+// PID namespace pinned at pin, that the backend failed with err. When the
+// namespace has lost its init meanwhile (the target exited during the
+// start: runc cannot fork into it, "Cannot allocate memory" or "procReady
+// not received"), the cause is said, as FailedPrecondition with the reason
+// namespace_gone: the backend has marked the container exited, so there is
+// no falling back to the pod's namespace any more. Strict mode removes the
+// container, as at every refusal. Any other failure is the backend's,
+// passed through unchanged.
+func (t *targeter) startFailed(ctx context.Context, id, pin string, err error) error {
+	if live, herr := t.hasInit(pin); herr != nil || live {
+		return err
+	}
+	why := reasonNamespaceGone
+	t.report.targeting(string(namespaces.PID), "start", resultRefused, why)
+	name, targetName := t.names(ctx, id)
+	target, ref := targetNames(targetName)
+	t.log.WithFields(logrus.Fields{"container": id, "namespace": "pid", "reason_kind": why, "backend_error": err.Error()}).
+		Warn("the target exited while the container started in its PID namespace")
+	removed := ""
+	if t.strict {
+		t.recon.discardID(ctx, id)
+		removed = "; the container was removed"
+	}
+	return preconditionf("container %s could not start in the pid namespace of %s: %s exited while %s started, and its PID namespace has no process left (%s)%s",
+		name, ref, target, name, why, removed)
 }
 
 // pinnedID resolves a container id as a client gave it, in full or as a

@@ -73,6 +73,54 @@ func TestStartAfterTargetDiedStrict(t *testing.T) {
 	}
 }
 
+// The target exits while the backend starts the container (runc cannot
+// fork into a PID namespace whose init is gone): the start fails with the
+// cause, FailedPrecondition, not the runtime's Unknown; strict mode also
+// removes the container. A start that fails while the target lives is the
+// backend's answer, unchanged.
+func TestStartTargetExitsDuringStart(t *testing.T) {
+	runcErr := status.Error(codes.Unknown, "failed to create containerd task: runc create failed: unable to spawn stage-2: Cannot allocate memory")
+	for _, tc := range []struct {
+		desc        string
+		strict      bool
+		targetExits bool
+		code        codes.Code
+		removed     int
+	}{
+		{"target exits, default", false, true, codes.FailedPrecondition, 0},
+		{"target exits, strict", true, true, codes.FailedPrecondition, 1},
+		{"target lives: the backend's error", false, false, codes.Unknown, 0},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := newRig(t, tc.strict)
+			r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+			id, err := r.create(t, createReq("sb1", pidTarget("app1")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.backend.mu.Lock()
+			r.backend.onStart = func(string) error {
+				r.live = !tc.targetExits
+				return runcErr
+			}
+			r.backend.mu.Unlock()
+			err = r.start(id)
+			if status.Code(err) != tc.code {
+				t.Fatalf("start = %v, want %s", err, tc.code)
+			}
+			if tc.targetExits && !strings.Contains(err.Error(), "exited while debugger started") {
+				t.Errorf("start = %v, want the cause in words", err)
+			}
+			if tc.code == codes.Unknown && status.Convert(err).Message() != status.Convert(runcErr).Message() {
+				t.Errorf("start = %v, want the backend's own answer %v", err, runcErr)
+			}
+			if len(r.backend.removed) != tc.removed {
+				t.Errorf("removed %v, want %d", r.backend.removed, tc.removed)
+			}
+		})
+	}
+}
+
 func TestStartUntargetedIsUntouched(t *testing.T) {
 	r := newRig(t, true)
 	r.live = false

@@ -144,7 +144,7 @@ func (f *flight) handOver() { f.handedOver = true }
 // handed over, left for the reconciler, which is started.
 func (f *flight) end() {
 	r := f.r
-	if !f.handedOver {
+	if !f.handedOver && !breakIntentRemoval {
 		if err := r.intents.Remove(f.record.ID); err != nil {
 			r.log.WithError(err).Warn("remove intent record; the next reconcile removes it")
 		}

@@ -368,7 +368,10 @@ type fakeBackend struct {
 	lastDL     time.Time
 	nextID     int
 	startGate  chan struct{} // when set, StartContainer waits for it to close...
-	startIn    chan struct{} // ...after telling this one it is in
+	// onStart, when set, is called by StartContainer; an error fails the
+	// start (as runc's failure to start the process would)
+	onStart func(id string) error
+	startIn chan struct{} // ...after telling this one it is in
 	// onRemovePod, when set, is called by RemovePodSandbox before it removes
 	onRemovePod func()
 }
@@ -486,11 +489,16 @@ func (b *fakeBackend) CreateContainer(ctx context.Context, req *runtimeapi.Creat
 
 func (b *fakeBackend) StartContainer(_ context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
 	b.mu.Lock()
-	gate, in := b.startGate, b.startIn
+	gate, in, onStart := b.startGate, b.startIn, b.onStart
 	b.mu.Unlock()
 	if gate != nil {
 		in <- struct{}{}
 		<-gate
+	}
+	if onStart != nil {
+		if err := onStart(req.GetContainerId()); err != nil {
+			return nil, err
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

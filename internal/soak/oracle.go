@@ -1,0 +1,92 @@
+package soak
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// Outcome is the oracle's verdict on one debug container.
+type Outcome string
+
+const (
+	// Joined: in its target's PID namespace, the one the target instance
+	// printed, and its record says targeted at that namespace.
+	Joined Outcome = "targeted"
+	// FellBack: in a namespace other than the target's, and its record
+	// says fallback with a reason.
+	FellBack Outcome = "fallback"
+	// Refused: never run; the runtime's answer to its create (or start)
+	// was a gRPC status with a code that names the refusal (not Unknown,
+	// not Internal).
+	Refused Outcome = "refused"
+	// WrongJoin: anything else. It fails the run.
+	WrongJoin Outcome = "wrong"
+)
+
+// Observation is what the soak saw of one debug container.
+type Observation struct {
+	// Made: the kubelet reported a container id, and the container ran.
+	Made bool
+	// Record is the targeting record containerd holds for it (nil: none).
+	Record *oci.Record
+	// DebugNS is the first line the debug container printed
+	// ("pid:[INODE]"), TargetNS the one the target instance that the
+	// record names printed at its start ("" when it is not known).
+	DebugNS, TargetNS string
+	// Error is the kubelet's message for a debug container never made
+	// (CreateContainerError's), or for one that did not run; Code is the
+	// gRPC code of the runtime's answer that the message came from ("" when
+	// not known). The kubelet shows only a status's message on the pod, and
+	// logs the code (see kubeletCode).
+	Error, Code string
+}
+
+// Judge is the oracle: the outcome, and in words why.
+func Judge(o Observation) (Outcome, string) {
+	if !o.Made {
+		switch o.Code {
+		case "":
+			return WrongJoin, fmt.Sprintf("not run, without a gRPC status: %q", o.Error)
+		case "Unknown", "Internal":
+			return WrongJoin, fmt.Sprintf("not run, with an untyped error (%s): %q", o.Code, o.Error)
+		}
+		return Refused, o.Code
+	}
+	if o.Record == nil {
+		return WrongJoin, fmt.Sprintf("no targeting record (printed %q, error %q)", o.DebugNS, o.Error)
+	}
+	r, ok := o.Record.Namespaces["pid"]
+	if !ok {
+		return WrongJoin, "the targeting record has no pid entry"
+	}
+	if !nsRE.MatchString(o.DebugNS) {
+		return WrongJoin, fmt.Sprintf("record %s, but the debug container printed no PID namespace (%q; error %q)", r.Result, o.DebugNS, o.Error)
+	}
+	switch r.Result {
+	case oci.Targeted:
+		if want := "pid:[" + strconv.FormatUint(r.Inode, 10) + "]"; o.DebugNS != want {
+			return WrongJoin, fmt.Sprintf("record says targeted at %s, the container is in %s", want, o.DebugNS)
+		}
+		if o.TargetNS == "" {
+			return WrongJoin, fmt.Sprintf("targeted at %.12s, whose own PID namespace is not known", o.Record.Target)
+		}
+		if o.DebugNS != o.TargetNS {
+			return WrongJoin, fmt.Sprintf("in %s, but target instance %.12s printed %s", o.DebugNS, o.Record.Target, o.TargetNS)
+		}
+		return Joined, o.DebugNS
+	case oci.Fallback:
+		if r.Reason == "" || r.ReasonKind == "" {
+			return WrongJoin, "fallback without a reason"
+		}
+		if o.TargetNS != "" && o.DebugNS == o.TargetNS {
+			return WrongJoin, fmt.Sprintf("record says fallback (%s), but the container is in the target's %s", r.ReasonKind, o.DebugNS)
+		}
+		return FellBack, r.ReasonKind
+	}
+	return WrongJoin, fmt.Sprintf("record result %q", r.Result)
+}
+
+var nsRE = regexp.MustCompile(`^pid:\[\d+\]$`)

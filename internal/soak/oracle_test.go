@@ -1,0 +1,43 @@
+package soak
+
+import (
+	"testing"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+func rec(result, kind string, inode uint64) *oci.Record {
+	r := oci.NamespaceRecord{Result: result, Inode: inode, ReasonKind: kind}
+	if kind != "" {
+		r.Reason = "because " + kind
+	}
+	return &oci.Record{Target: "0123456789abcdef", Namespaces: map[string]oci.NamespaceRecord{"pid": r}}
+}
+
+func TestJudge(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		obs  Observation
+		want Outcome
+	}{
+		{"joined", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, Joined},
+		{"joined a namespace other than the target instance's", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[7]", TargetNS: "pid:[8]"}, WrongJoin},
+		{"record targeted, container elsewhere", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[9]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"targeted, target's namespace unknown", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[7]"}, WrongJoin},
+		{"fell back with a reason", Observation{Made: true, Record: rec(oci.Fallback, "target_not_running", 0), DebugNS: "pid:[5]", TargetNS: "pid:[7]"}, FellBack},
+		{"fell back, target unknown", Observation{Made: true, Record: rec(oci.Fallback, "target_not_running", 0), DebugNS: "pid:[5]"}, FellBack},
+		{"fallback without a reason", Observation{Made: true, Record: rec(oci.Fallback, "", 0), DebugNS: "pid:[5]"}, WrongJoin},
+		{"fallback, yet in the target's namespace", Observation{Made: true, Record: rec(oci.Fallback, "target_not_running", 0), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"no record", Observation{Made: true, DebugNS: "pid:[5]"}, WrongJoin},
+		{"ran, printed nothing", Observation{Made: true, Record: rec(oci.Targeted, "", 7), TargetNS: "pid:[7]", Error: "StartError"}, WrongJoin},
+		{"refused, typed", Observation{Error: "cri-nstarget: target app is not running", Code: "FailedPrecondition"}, Refused},
+		{"refused, Internal", Observation{Error: "boom", Code: "Internal"}, WrongJoin},
+		{"not made, no status", Observation{Error: "context deadline exceeded"}, WrongJoin},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got, why := Judge(tc.obs); got != tc.want {
+				t.Errorf("Judge = %s (%s), want %s", got, why, tc.want)
+			}
+		})
+	}
+}
