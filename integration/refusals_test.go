@@ -66,7 +66,7 @@ func TestUnknownNamespaceMode(t *testing.T) {
 	if got, want := nsInside(t, c, id, "pid"), nsOfPid(t, sandboxPid(t, p.id), "pid"); got != want {
 		t.Errorf("pid namespace %s, want the pod's %s", got, want)
 	}
-	if r := record(t, info(t, id)).Namespaces["pid"]; !strings.Contains(r.Reason, "unknown NamespaceMode 7") {
+	if r := direct.Info(t, id).Record(t).Namespaces["pid"]; !strings.Contains(r.Reason, "unknown NamespaceMode 7") {
 		t.Errorf("record = %+v", r)
 	}
 
