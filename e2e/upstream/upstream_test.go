@@ -377,15 +377,9 @@ func kubeVersion(bin string) string {
 
 // keepLogs copies the components' logs out of tmp into dst.
 func keepLogs(tmp, dst string) {
-	logs, _ := filepath.Glob(filepath.Join(tmp, "*", "*.log"))
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := harness.KeepLogs(tmp, dst); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-upstream: keep logs:", err)
 		return
-	}
-	for _, l := range logs {
-		if b, err := os.ReadFile(l); err == nil {
-			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
-		}
 	}
 	fmt.Fprintf(os.Stderr, "e2e-upstream: the components' logs are in %s\n", dst)
 }
