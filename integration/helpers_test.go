@@ -31,6 +31,16 @@ func startShim(t *testing.T, flags ...string) *harness.Shim {
 	return startShimBinary(t, shimBin, flags...)
 }
 
+// startShimStrict is startShim, in strict mode (--strict-targeting after
+// the flags given) when strict.
+func startShimStrict(t *testing.T, strict bool, flags ...string) *harness.Shim {
+	t.Helper()
+	if strict {
+		flags = append(flags[:len(flags):len(flags)], "--strict-targeting")
+	}
+	return startShim(t, flags...)
+}
+
 // startShimBinary is startShim for another binary (e.g. a wrapper).
 func startShimBinary(t *testing.T, binary string, flags ...string) *harness.Shim {
 	t.Helper()

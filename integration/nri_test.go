@@ -209,11 +209,7 @@ func TestNRIPinFailure(t *testing.T) {
 	requireNRI(t)
 	for _, strict := range []bool{false, true} {
 		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
-			var flags []string
-			if strict {
-				flags = append(flags, "--strict-targeting")
-			}
-			s := startShim(t, flags...)
+			s := startShimStrict(t, strict)
 			c := shimCRI(s)
 			p := runPod(t, c, ownMode)
 			app := run(t, c, p, "app", pidOwn)
@@ -259,11 +255,7 @@ func TestNRIAnotherPluginSetsTheNamespace(t *testing.T) {
 			t.Run(fmt.Sprintf("idx=%s,strict=%v", idx, strict), func(t *testing.T) {
 				stop := runNRISample(t, sample, idx)
 				defer stop()
-				var flags []string
-				if strict {
-					flags = append(flags, "--strict-targeting")
-				}
-				s := startShim(t, flags...)
+				s := startShimStrict(t, strict)
 				c := shimCRI(s)
 				p := runPod(t, c, ownMode)
 				app := run(t, c, p, "app", pidOwn)

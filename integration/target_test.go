@@ -97,11 +97,7 @@ func TestIPCTarget(t *testing.T) {
 func TestTargetStoppedBeforeStart(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fallback", true: "strict"}[strict], func(t *testing.T) {
-			var flags []string
-			if strict {
-				flags = append(flags, "--strict-targeting")
-			}
-			s := startShim(t, flags...)
+			s := startShimStrict(t, strict)
 			c := shimCRI(s)
 			p := runPod(t, c, ownMode)
 			app := run(t, c, p, "app", pidOwn)
@@ -206,11 +202,7 @@ func takePid(t *testing.T, pid int) *exec.Cmd {
 func TestContainerdAPIUnreachable(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fallback", true: "strict"}[strict], func(t *testing.T) {
-			flags := []string{"--containerd-address", filepath.Join(tmp, "no-containerd.sock")}
-			if strict {
-				flags = append(flags, "--strict-targeting")
-			}
-			s := startShim(t, flags...)
+			s := startShimStrict(t, strict, "--containerd-address", filepath.Join(tmp, "no-containerd.sock"))
 			c := shimCRI(s)
 			p := runPod(t, c, ownMode)
 			app := run(t, c, p, "app", pidOwn)
