@@ -113,10 +113,10 @@ type crashDebug struct {
 func debugCrashLooping(t *testing.T, pod, name string) *crashDebug {
 	t.Helper()
 	dbg, out := debug(t, pod, name, busyboxImage, "--target=app")
-	ci := info(t, dbg.id())
-	rec := record(t, ci)
+	ci := direct.Info(t, dbg.id())
+	rec := ci.Record(t)
 	r := rec.Namespaces["pid"]
-	if got := info(t, rec.Target).Config.GetMetadata().GetName(); got != "app" {
+	if got := direct.Info(t, rec.Target).Config.GetMetadata().GetName(); got != "app" {
 		t.Errorf("%s's TARGET %.12s is containerd's %q, not an instance of app", name, rec.Target, got)
 	}
 	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
@@ -166,7 +166,7 @@ func instanceNS(t *testing.T, pod, id string) string {
 // still has the container.
 func inContainerd(t *testing.T, id string) bool {
 	t.Helper()
-	_, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	_, err := direct.Runtime.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if status.Code(err) == codes.NotFound || (err != nil && strings.Contains(err.Error(), "not found")) {
 		return false
 	}

@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -28,9 +29,9 @@ func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
 	if !strings.Contains(out, "sleep "+appSleep) {
 		t.Errorf("%s does not see app's process (sleep %s):\n%s", dbg.Name, appSleep, out)
 	}
-	ci := info(t, dbg.id())
+	ci := direct.Info(t, dbg.id())
 	path := checkShimPinned(t, ci, dbg)
-	rec := record(t, ci)
+	rec := ci.Record(t)
 	if r := rec.Namespaces["pid"]; rec.Target != app.id() || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
 		t.Errorf("%s's record = %+v, want targeted at %s (%s)", dbg.Name, rec, app.id(), appNS)
 	}
@@ -42,7 +43,7 @@ func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
 // checkShimPinned checks that the shim, not containerd, targeted dbg:
 // containerd received POD, and the spec's pid namespace path is the shim's
 // pin. It returns that path.
-func checkShimPinned(t *testing.T, ci containerInfo, dbg containerStatus) string {
+func checkShimPinned(t *testing.T, ci critesting.ContainerInfo, dbg containerStatus) string {
 	t.Helper()
 	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
 		t.Errorf("containerd received pid mode %v for %s, want POD: the shim must do the targeting", got, dbg.Name)
@@ -141,7 +142,7 @@ func TestDebugDefaultProfile(t *testing.T) {
 	app, appNS := startApp(t, podSpec{name: "profile"})
 	dbg, out := debug(t, "profile", "dbg-no-profile", busyboxImage, "--target=app")
 	checkTargeted(t, app, dbg, appNS, out)
-	ci := info(t, dbg.id())
+	ci := direct.Info(t, dbg.id())
 	added := ci.Config.GetLinux().GetSecurityContext().GetCapabilities().GetAddCapabilities()
 	if !slices.Contains(added, "SYS_PTRACE") {
 		t.Errorf("containerd received added capabilities %q for %s; want SYS_PTRACE (kubectl's general profile)", added, dbg.Name)
@@ -165,7 +166,7 @@ func TestDebugExitedTarget(t *testing.T) {
 	if !strings.HasPrefix(firstLine(out), "pid:[") {
 		t.Errorf("debug container printed %q", out)
 	}
-	rec := record(t, info(t, dbg.id()))
+	rec := direct.Info(t, dbg.id()).Record(t)
 	r := rec.Namespaces["pid"]
 	if r.Result != oci.Fallback || r.ReasonKind != "target_not_running" || !strings.Contains(r.Reason, "not running") {
 		t.Errorf("record = %+v, want a fallback whose reason says the target is not running", rec)
@@ -309,7 +310,7 @@ func TestDebugTargetUserNamespaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spec := info(t, app.id()).RuntimeSpec; spec.Linux == nil || len(spec.Linux.UIDMappings) == 0 {
+	if spec := direct.Info(t, app.id()).RuntimeSpec; spec.Linux == nil || len(spec.Linux.UIDMappings) == 0 {
 		t.Fatalf("app of a hostUsers: false pod has no uid mappings in its spec (host user namespace %s)", self)
 	}
 	appUser := userLine(logs(t, "userns", "app"))

@@ -268,11 +268,11 @@ func TestEventsPodNotInTheAPIServer(t *testing.T) {
 // sandboxOf is the pod sandbox of container id.
 func sandboxOf(t *testing.T, id string) string {
 	t.Helper()
-	resp, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	resp, err := direct.Runtime.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp2, err := direct.rt.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: resp.GetStatus().GetId()}})
+	resp2, err := direct.Runtime.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: resp.GetStatus().GetId()}})
 	if err != nil || len(resp2.GetContainers()) != 1 {
 		t.Fatalf("container %s: %v", id, err)
 	}

@@ -14,26 +14,17 @@ import (
 	"testing"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
-	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
-type cri struct {
-	rt runtimeapi.RuntimeServiceClient
-}
-
-func newCRI(conn *grpc.ClientConn) cri { return cri{rt: runtimeapi.NewRuntimeServiceClient(conn)} }
-
+// ctx is a call's context: two minutes, for kubectl's waits of 90 s.
 func ctx(t *testing.T) context.Context {
 	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return c
+	return critesting.Context(t, 2*time.Minute)
 }
 
 func kubectl(t *testing.T, args ...string) string {
@@ -276,42 +267,11 @@ func firstLine(out string) string {
 	return strings.TrimSpace(l)
 }
 
-// containerInfo is the part of containerd's verbose ContainerStatus the
-// tests read: the CreateContainer request containerd received (config) and
-// the spec it runs (runtimeSpec).
-type containerInfo struct {
-	Config      *runtimeapi.ContainerConfig `json:"config"`
-	RuntimeSpec *specs.Spec                 `json:"runtimeSpec"`
-}
-
-// info asks containerd itself, not the shim.
-func info(t *testing.T, id string) containerInfo {
-	t.Helper()
-	resp, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
-	if err != nil {
-		t.Fatalf("containerd ContainerStatus %s: %v", id, err)
-	}
-	var ci containerInfo
-	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &ci); err != nil || ci.RuntimeSpec == nil {
-		t.Fatalf("containerd's verbose info of %s: %v", id, err)
-	}
-	return ci
-}
-
-func record(t *testing.T, ci containerInfo) oci.Record {
-	t.Helper()
-	rec, ok, err := oci.ParseRecord(ci.RuntimeSpec.Annotations)
-	if err != nil || !ok {
-		t.Fatalf("no %s annotation: ok=%v err=%v", oci.AnnotationTargeting, ok, err)
-	}
-	return rec
-}
-
 // containersNamed lists containerd's containers of the pod sandbox with the
 // Kubernetes container name.
 func containersNamed(t *testing.T, podUID, name string) []string {
 	t.Helper()
-	resp, err := direct.rt.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+	resp, err := direct.Runtime.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 		LabelSelector: map[string]string{"io.kubernetes.pod.uid": podUID, "io.kubernetes.container.name": name},
 	}})
 	if err != nil {

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
 	"github.com/cri-nstarget/cri-nstarget/internal/critest"
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
@@ -24,7 +22,7 @@ var (
 	backend *critest.Backend // containerd, its registry and the CNI bridge
 	shim    *harness.Shim    // cri-nstarget in front of it: the kubelet's runtime
 	kube    *cluster.Cluster // etcd, kube-apiserver, kubelet
-	direct  cri              // containerd's own CRI, bypassing the shim
+	direct  critesting.CRI   // containerd's own CRI, bypassing the shim
 
 	baseArgs int // len(shim.Args) as started: restartShim appends to these
 
@@ -76,7 +74,7 @@ func runSuite(m *testing.M) (code int) {
 			}
 		}
 		if shim != nil && kube != nil {
-			if err := removeSandboxes(shim.Runtime); err != nil {
+			if err := critesting.RemoveSandboxes(shim.Runtime); err != nil {
 				code = fail("%v", err)
 			}
 		}
@@ -158,7 +156,7 @@ func runSuite(m *testing.M) (code int) {
 	if err != nil {
 		return fail("%v", err)
 	}
-	conn, direct = c, newCRI(c)
+	conn, direct = c, critesting.New(c)
 
 	// Metrics on a port of its own (TestCRIListStreaming reads the calls per
 	// method and code); NSTARGET_SHIM_FLAGS after them, as in integration/
@@ -186,29 +184,6 @@ func runSuite(m *testing.M) (code int) {
 	return m.Run()
 }
 
-// removeSandboxes stops and removes every pod sandbox through rt (the
-// shim), as the kubelet's garbage collection does for deleted pods: the
-// kubelet has stopped, and the shim sweeps a pod's pins when its sandbox is
-// removed through it.
-func removeSandboxes(rt runtimeapi.RuntimeServiceClient) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return fmt.Errorf("list pod sandboxes: %w", err)
-	}
-	var errs []error
-	for _, sb := range resp.GetItems() {
-		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
-			errs = append(errs, fmt.Errorf("stop pod sandbox %s: %w", sb.GetId(), err))
-		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
-			errs = append(errs, fmt.Errorf("remove pod sandbox %s: %w", sb.GetId(), err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // keepLogs copies the components' logs out of tmp into $NSTARGET_E2E_LOGS
 // (make e2e: bin/e2e/LEG), when it is set.
 func keepLogs(tmp string) {
@@ -216,15 +191,9 @@ func keepLogs(tmp string) {
 	if dst == "" {
 		return
 	}
-	logs, _ := filepath.Glob(filepath.Join(tmp, "*", "*.log"))
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := harness.KeepLogs(tmp, dst); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: keep logs:", err)
 		return
-	}
-	for _, l := range logs {
-		if b, err := os.ReadFile(l); err == nil {
-			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
-		}
 	}
 	fmt.Fprintf(os.Stderr, "e2e: the components' logs are in %s\n", dst)
 }

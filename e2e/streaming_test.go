@@ -105,7 +105,7 @@ func TestCRIListStreaming(t *testing.T) {
 // through the shim) implements StreamPodSandboxes.
 func backendStreams(t *testing.T) bool {
 	t.Helper()
-	s, err := direct.rt.StreamPodSandboxes(ctx(t), &runtimeapi.StreamPodSandboxesRequest{})
+	s, err := direct.Runtime.StreamPodSandboxes(ctx(t), &runtimeapi.StreamPodSandboxesRequest{})
 	for err == nil {
 		_, err = s.Recv()
 	}

@@ -93,7 +93,7 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, err := c.rt.CreateContainer(cctx, req)
+		_, err := c.Runtime.CreateContainer(cctx, req)
 		answered <- err
 	}()
 	reached := filepath.Join(marks, "failpoint-reached")
@@ -105,7 +105,7 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 	if step == "create:nri-event" {
 		// what containerd made without the shim's answer: not started
 		for id := range containerIDs(t) {
-			st, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+			st, err := direct.Runtime.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 			if err == nil && id != app && st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_CREATED &&
 				st.GetStatus().GetMetadata().GetName() == "debug" {
 				t.Errorf("container %s made while the shim was dead is %v", id, st.GetStatus().GetState())
@@ -122,7 +122,7 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 		t.Fatal(err)
 	}
 
-	resp, err := c.rt.CreateContainer(ctx(t), req)
+	resp, err := c.Runtime.CreateContainer(ctx(t), req)
 	if err != nil {
 		t.Fatalf("retry of the same CreateContainer after a crash at %s: %v", step, err)
 	}
@@ -131,17 +131,17 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 	if got, want := nsInside(t, c, dbg, "pid"), nsInside(t, c, app, "pid"); got != want {
 		t.Errorf("retried debug container in pid namespace %s, want the app's %s", got, want)
 	}
-	if r := record(t, info(t, dbg)).Namespaces["pid"]; r.Result != oci.Targeted {
+	if r := direct.Info(t, dbg).Record(t).Namespaces["pid"]; r.Result != oci.Targeted {
 		t.Errorf("retried debug container's record: %+v, want targeted", r)
 	}
 	if shimsUseNRI() {
-		if rec := record(t, info(t, dbg)); rec.Via != "nri" || specUpdated(t, dbg) {
+		if rec := direct.Info(t, dbg).Record(t); rec.Via != "nri" || specUpdated(t, dbg) {
 			t.Errorf("retried debug container: via %q, updated after create %v; want through NRI, no Update", rec.Via, specUpdated(t, dbg))
 		}
 	}
 
 	// nothing orphaned
-	inPod, err := direct.rt.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: p.id}})
+	inPod, err := direct.Runtime.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: p.id}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,11 +38,11 @@ func TestContainerdRestart(t *testing.T) {
 	})
 	calls := map[string]func(context.Context) error{
 		"Version": func(ctx context.Context) error {
-			_, err := c.rt.Version(ctx, &runtimeapi.VersionRequest{})
+			_, err := c.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
 			return err
 		},
 		"ListImages": func(ctx context.Context) error {
-			_, err := c.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+			_, err := c.Images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
 			return err
 		},
 		"CreateContainer TARGET": func(ctx context.Context) error {
@@ -70,12 +70,12 @@ func TestContainerdRestart(t *testing.T) {
 	restarted = true
 	up := time.Now()
 	eventually(t, "the shim to serve again", func() bool {
-		_, err := c.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+		_, err := c.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
 		return err == nil
 	})
 	t.Logf("containerd down %v; shim serving %v after containerd was back", up.Sub(down).Round(time.Millisecond), time.Since(up).Round(time.Millisecond))
 	eventually(t, "containerd's own CRI to answer the test client", func() bool {
-		_, err := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+		_, err := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
 		return err == nil
 	})
 
@@ -95,7 +95,7 @@ func TestShimSIGTERM(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		resp, err := c.rt.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: app, Cmd: []string{"sh", "-c", "sleep 2; echo finished"}, Timeout: 30})
+		resp, err := c.Runtime.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: app, Cmd: []string{"sh", "-c", "sleep 2; echo finished"}, Timeout: 30})
 		if err == nil && strings.TrimSpace(string(resp.GetStdout())) != "finished" {
 			err = status.Errorf(codes.Unknown, "exec output %q", resp.GetStdout())
 		}

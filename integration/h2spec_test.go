@@ -125,10 +125,10 @@ func TestH2spec(t *testing.T) {
 	}
 
 	// Both still serve after the malformed traffic.
-	if _, err := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{}); err != nil {
+	if _, err := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{}); err != nil {
 		t.Errorf("containerd after h2spec: Version: %v", err)
 	}
-	if _, err := shimCRI(s).rt.Version(ctx(t), &runtimeapi.VersionRequest{}); err != nil {
+	if _, err := shimCRI(s).Runtime.Version(ctx(t), &runtimeapi.VersionRequest{}); err != nil {
 		t.Errorf("shim after h2spec: Version: %v", err)
 	}
 }

@@ -15,22 +15,12 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
-
-// cri is one CRI endpoint: containerd directly, or a shim.
-type cri struct {
-	rt  runtimeapi.RuntimeServiceClient
-	img runtimeapi.ImageServiceClient
-}
-
-func newCRI(conn *grpc.ClientConn) cri {
-	return cri{rt: runtimeapi.NewRuntimeServiceClient(conn), img: runtimeapi.NewImageServiceClient(conn)}
-}
 
 var shimCount atomic.Int32
 
@@ -39,6 +29,16 @@ var shimCount atomic.Int32
 func startShim(t *testing.T, flags ...string) *harness.Shim {
 	t.Helper()
 	return startShimBinary(t, shimBin, flags...)
+}
+
+// startShimStrict is startShim, in strict mode (--strict-targeting after
+// the flags given) when strict.
+func startShimStrict(t *testing.T, strict bool, flags ...string) *harness.Shim {
+	t.Helper()
+	if strict {
+		flags = append(flags[:len(flags):len(flags)], "--strict-targeting")
+	}
+	return startShim(t, flags...)
 }
 
 // startShimBinary is startShim for another binary (e.g. a wrapper).
@@ -68,12 +68,14 @@ func startShimBinary(t *testing.T, binary string, flags ...string) *harness.Shim
 	return s
 }
 
-func shimCRI(s *harness.Shim) cri { return cri{rt: s.Runtime, img: s.Images} }
+func shimCRI(s *harness.Shim) critesting.CRI {
+	return critesting.CRI{Runtime: s.Runtime, Images: s.Images}
+}
 
+// ctx is a call's context: a minute, as critesting's own calls have.
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return c
+	t.Helper()
+	return critesting.Context(t, critesting.CallTimeout)
 }
 
 type pod struct {
@@ -88,29 +90,29 @@ var podCount atomic.Int32
 // It is stopped and removed through the same endpoint when t ends (so a
 // shim sees the removal and releases its pins), or through containerd
 // directly if that endpoint is gone.
-func runPod(t *testing.T, c cri, pidMode runtimeapi.NamespaceMode) pod {
+func runPod(t *testing.T, c critesting.CRI, pidMode runtimeapi.NamespaceMode) pod {
 	t.Helper()
 	return runPodWith(t, c, &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: pidMode})
 }
 
 // runPodWith is runPod with the pod's namespace options.
-func runPodWith(t *testing.T, c cri, ns *runtimeapi.NamespaceOption) pod {
+func runPodWith(t *testing.T, c critesting.CRI, ns *runtimeapi.NamespaceOption) pod {
 	t.Helper()
 	n := podCount.Add(1)
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: fmt.Sprintf("p%d", n), Uid: fmt.Sprintf("uid-%d-%d", os.Getpid(), n), Namespace: "nst"},
 		Linux:    &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}},
 	}
-	resp, err := c.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	resp, err := c.Runtime.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)
 	}
 	id := resp.GetPodSandboxId()
 	t.Cleanup(func() {
-		for _, via := range []cri{c, direct} {
+		for _, via := range []critesting.CRI{c, direct} {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			via.rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-			_, err := via.rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+			via.Runtime.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+			_, err := via.Runtime.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
 			cancel()
 			if err == nil {
 				return
@@ -121,7 +123,7 @@ func runPodWith(t *testing.T, c cri, ns *runtimeapi.NamespaceOption) pod {
 }
 
 // createIn creates a busybox container running `sleep 3600` (or cmd).
-func createIn(t *testing.T, c cri, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) (string, error) {
+func createIn(t *testing.T, c critesting.CRI, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) (string, error) {
 	t.Helper()
 	if len(cmd) == 0 {
 		cmd = []string{"sleep", "3600"}
@@ -134,14 +136,14 @@ func createIn(t *testing.T, c cri, p pod, name string, ns *runtimeapi.NamespaceO
 }
 
 // createCfg creates a container from cfg, with the busybox image.
-func createCfg(t *testing.T, c cri, p pod, cfg *runtimeapi.ContainerConfig) (string, error) {
+func createCfg(t *testing.T, c critesting.CRI, p pod, cfg *runtimeapi.ContainerConfig) (string, error) {
 	t.Helper()
 	cfg.Image = &runtimeapi.ImageSpec{Image: env.BusyboxImage}
-	resp, err := c.rt.CreateContainer(ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: p.id, SandboxConfig: p.cfg, Config: cfg})
+	resp, err := c.Runtime.CreateContainer(ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: p.id, SandboxConfig: p.cfg, Config: cfg})
 	return resp.GetContainerId(), err
 }
 
-func mustCreate(t *testing.T, c cri, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) string {
+func mustCreate(t *testing.T, c critesting.CRI, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) string {
 	t.Helper()
 	id, err := createIn(t, c, p, name, ns, cmd...)
 	if err != nil {
@@ -150,24 +152,24 @@ func mustCreate(t *testing.T, c cri, p pod, name string, ns *runtimeapi.Namespac
 	return id
 }
 
-func mustStart(t *testing.T, c cri, id string) {
+func mustStart(t *testing.T, c critesting.CRI, id string) {
 	t.Helper()
-	if _, err := c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+	if _, err := c.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 		t.Fatalf("StartContainer %s: %v", id, err)
 	}
 }
 
 // run creates and starts a container.
-func run(t *testing.T, c cri, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) string {
+func run(t *testing.T, c critesting.CRI, p pod, name string, ns *runtimeapi.NamespaceOption, cmd ...string) string {
 	t.Helper()
 	id := mustCreate(t, c, p, name, ns, cmd...)
 	mustStart(t, c, id)
 	return id
 }
 
-func execIn(t *testing.T, c cri, id string, cmd ...string) string {
+func execIn(t *testing.T, c critesting.CRI, id string, cmd ...string) string {
 	t.Helper()
-	resp, err := c.rt.ExecSync(ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 20})
+	resp, err := c.Runtime.ExecSync(ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 20})
 	if err != nil {
 		t.Fatalf("exec %v in %s: %v", cmd, id, err)
 	}
@@ -178,7 +180,7 @@ func execIn(t *testing.T, c cri, id string, cmd ...string) string {
 }
 
 // nsInside is the namespace link (e.g. "pid:[4026532]") seen from inside.
-func nsInside(t *testing.T, c cri, id, kind string) string {
+func nsInside(t *testing.T, c critesting.CRI, id, kind string) string {
 	t.Helper()
 	return execIn(t, c, id, "readlink", "/proc/self/ns/"+kind)
 }
@@ -193,30 +195,9 @@ func nsOfPid(t *testing.T, pid int, kind string) string {
 	return l
 }
 
-// containerInfo is the part of containerd's verbose ContainerStatus info the
-// tests read.
-type containerInfo struct {
-	Pid         int                         `json:"pid"`
-	Config      *runtimeapi.ContainerConfig `json:"config"`
-	RuntimeSpec *specs.Spec                 `json:"runtimeSpec"`
-}
-
-func info(t *testing.T, id string) containerInfo {
-	t.Helper()
-	resp, err := direct.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
-	if err != nil {
-		t.Fatalf("ContainerStatus %s: %v", id, err)
-	}
-	var ci containerInfo
-	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &ci); err != nil {
-		t.Fatalf("verbose info of %s: %v", id, err)
-	}
-	return ci
-}
-
 func sandboxPid(t *testing.T, id string) int {
 	t.Helper()
-	resp, err := direct.rt.PodSandboxStatus(ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	resp, err := direct.Runtime.PodSandboxStatus(ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 	if err != nil {
 		t.Fatalf("PodSandboxStatus %s: %v", id, err)
 	}
@@ -229,18 +210,9 @@ func sandboxPid(t *testing.T, id string) int {
 	return si.Pid
 }
 
-func record(t *testing.T, ci containerInfo) oci.Record {
-	t.Helper()
-	rec, ok, err := oci.ParseRecord(ci.RuntimeSpec.Annotations)
-	if err != nil || !ok {
-		t.Fatalf("targeting annotation: ok=%v err=%v (annotations %v)", ok, err, ci.RuntimeSpec.Annotations)
-	}
-	return rec
-}
-
 func containerIDs(t *testing.T) map[string]bool {
 	t.Helper()
-	resp, err := direct.rt.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{})
+	resp, err := direct.Runtime.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +235,7 @@ func mountsUnder(t *testing.T, dir string) []string {
 
 func pidOf(t *testing.T, id string) int {
 	t.Helper()
-	pid := info(t, id).Pid
+	pid := direct.Info(t, id).Pid
 	if pid == 0 {
 		t.Fatalf("container %s has no pid", id)
 	}
@@ -291,7 +263,7 @@ var (
 )
 
 // nsPath is the spec's namespace path of kind ("pid", "ipc").
-func nsPath(ci containerInfo, kind string) string {
+func nsPath(ci critesting.ContainerInfo, kind string) string {
 	p, _ := oci.NamespacePath(ci.RuntimeSpec, specs.LinuxNamespaceType(kind))
 	return p
 }

@@ -113,7 +113,7 @@ func TestHostileInput(t *testing.T) {
 	if s.PID() != pid || syscall.Kill(pid, 0) != nil {
 		t.Fatal("the shim process changed or died")
 	}
-	if _, err := c.rt.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+	if _, err := c.Runtime.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
 		t.Errorf("shim stopped serving: %v", err)
 	}
 	t.Logf("%d hostile requests refused with the expected codes; shim pid %d still serving", len(cases)+1, pid)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -46,10 +47,10 @@ func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 
 	// The app goes before the debug container starts: what it shares is held
 	// by the pins, not found again through the app's pid.
-	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
+	if _, err := c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: app}); err != nil {
+	if _, err := c.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: app}); err != nil {
 		t.Fatal(err)
 	}
 	mustStart(t, c, dbg)
@@ -63,22 +64,22 @@ func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 	if got := execIn(t, c, control, "ipcprobe", "see", "nstarget"); got != seesNone {
 		t.Errorf("container without TARGET sees %q, want %q", got, seesNone)
 	}
-	ci := info(t, dbg)
+	ci := direct.Info(t, dbg)
 	pin := s.StateDir() + "/pins/" + dbg + "/shm"
-	r := record(t, ci).Namespaces["ipc"]
+	r := ci.Record(t).Namespaces["ipc"]
 	if r.Result != oci.Targeted || !slices.Equal(r.Shares, []string{"sysv", "mqueue", "shm"}) || r.Shm != pin || r.PodShm == "" {
 		t.Errorf("ipc record = %+v, want sysv, mqueue and shm shared through %s", r, pin)
 	}
 	if m := specMount(ci, "/dev/shm"); m.Source != pin {
 		t.Errorf("spec /dev/shm = %+v, want the pin %s", m, pin)
 	}
-	if m := specMount(info(t, control), "/dev/shm"); m.Source != r.PodShm {
+	if m := specMount(direct.Info(t, control), "/dev/shm"); m.Source != r.PodShm {
 		t.Errorf("control's /dev/shm = %+v, want the pod's %s", m, r.PodShm)
 	}
-	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 1}); err != nil {
+	if _, err := c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
+	if _, err := c.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
 		t.Fatal(err)
 	}
 	if m := mountsUnder(t, s.StateDir()); len(m) > 0 {
@@ -89,7 +90,7 @@ func TestIPCTargetSharesSysVMqueueAndShm(t *testing.T) {
 // runOwnIPC runs "app", which moves into an IPC namespace of its own
 // (unshare -i, which needs CAP_SYS_ADMIN) and runs script there; shm, if
 // set, is a host directory mounted at its /dev/shm.
-func runOwnIPC(t *testing.T, c cri, p pod, ns *runtimeapi.NamespaceOption, shm, script string) string {
+func runOwnIPC(t *testing.T, c critesting.CRI, p pod, ns *runtimeapi.NamespaceOption, shm, script string) string {
 	t.Helper()
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
@@ -130,7 +131,7 @@ func emptyDirMemory(t *testing.T) string {
 	return dir
 }
 
-func specMount(ci containerInfo, dest string) (m struct{ Type, Source string }) {
+func specMount(ci critesting.ContainerInfo, dest string) (m struct{ Type, Source string }) {
 	if i := oci.MountIndex(ci.RuntimeSpec, dest); i >= 0 {
 		m.Type, m.Source = ci.RuntimeSpec.Mounts[i].Type, ci.RuntimeSpec.Mounts[i].Source
 	}

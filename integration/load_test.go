@@ -17,6 +17,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
@@ -68,7 +69,7 @@ func TestLoad(t *testing.T) {
 	}
 	c := shimCRI(s)
 	sandboxes := func() int {
-		r, err := direct.rt.ListPodSandbox(ctx(t), &runtimeapi.ListPodSandboxRequest{})
+		r, err := direct.Runtime.ListPodSandbox(ctx(t), &runtimeapi.ListPodSandboxRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +113,7 @@ func TestLoad(t *testing.T) {
 				return
 			}
 			defer conn.Close()
-			c := newCRI(conn)
+			c := critesting.New(conn)
 			for n := 0; time.Now().Before(stop); n++ {
 				if err := lifecycle(c, fmt.Sprintf("load-%d-%d-%d", os.Getpid(), i, n)); err != nil {
 					fail(err)
@@ -187,7 +188,7 @@ func TestLoad(t *testing.T) {
 
 // lifecycle runs one pod through the shim: sandbox, app in its own PID
 // namespace, debug container targeting it, teardown.
-func lifecycle(c cri, name string) error {
+func lifecycle(c critesting.CRI, name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := &runtimeapi.PodSandboxConfig{
@@ -195,23 +196,23 @@ func lifecycle(c cri, name string) error {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: ownMode}}},
 	}
-	sb, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	sb, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
 		return fmt.Errorf("%s RunPodSandbox: %w", name, err)
 	}
 	defer func() {
-		c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()})
-		c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()})
+		c.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()})
+		c.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()})
 	}()
 	start := func(cname string, ns *runtimeapi.NamespaceOption) (string, error) {
-		r, err := c.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.GetPodSandboxId(), SandboxConfig: cfg,
+		r, err := c.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.GetPodSandboxId(), SandboxConfig: cfg,
 			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: cname}, Image: &runtimeapi.ImageSpec{Image: env.BusyboxImage},
 				Command: []string{"sleep", "3600"},
 				Linux:   &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}}}})
 		if err != nil {
 			return "", fmt.Errorf("%s CreateContainer %s: %w", name, cname, err)
 		}
-		if _, err := c.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: r.GetContainerId()}); err != nil {
+		if _, err := c.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: r.GetContainerId()}); err != nil {
 			return "", fmt.Errorf("%s StartContainer %s: %w", name, cname, err)
 		}
 		return r.GetContainerId(), nil
@@ -227,16 +228,16 @@ func lifecycle(c cri, name string) error {
 	if err := joined(ctx, c, sb.GetPodSandboxId(), app, dbg); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if _, err := c.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 0}); err != nil {
+	if _, err := c.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 0}); err != nil {
 		return fmt.Errorf("%s StopContainer: %w", name, err)
 	}
-	if _, err := c.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
+	if _, err := c.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
 		return fmt.Errorf("%s RemoveContainer: %w", name, err)
 	}
-	if _, err := c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()}); err != nil {
+	if _, err := c.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()}); err != nil {
 		return fmt.Errorf("%s StopPodSandbox: %w", name, err)
 	}
-	if _, err := c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()}); err != nil {
+	if _, err := c.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetPodSandboxId()}); err != nil {
 		return fmt.Errorf("%s RemovePodSandbox: %w", name, err)
 	}
 	return nil
@@ -261,7 +262,7 @@ var errNotJoined = errors.New("debug container not in its target's PID namespace
 
 // joined checks, from the host, that the debug container is in the app's
 // PID namespace, which is not the pod's (or the check would prove nothing).
-func joined(ctx context.Context, c cri, sandbox, app, dbg string) error {
+func joined(ctx context.Context, c critesting.CRI, sandbox, app, dbg string) error {
 	podNS, err := pidNSOf(ctx, c, sandbox, true)
 	if err != nil {
 		return err
@@ -285,16 +286,16 @@ func joined(ctx context.Context, c cri, sandbox, app, dbg string) error {
 
 // pidNSOf is the PID namespace link of a container's (or sandbox's) process,
 // through c's verbose status.
-func pidNSOf(ctx context.Context, c cri, id string, sandbox bool) (string, error) {
+func pidNSOf(ctx context.Context, c critesting.CRI, id string, sandbox bool) (string, error) {
 	var raw string
 	if sandbox {
-		r, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+		r, err := c.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 		if err != nil {
 			return "", fmt.Errorf("PodSandboxStatus %s: %w", id, err)
 		}
 		raw = r.GetInfo()["info"]
 	} else {
-		r, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+		r, err := c.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
 		if err != nil {
 			return "", fmt.Errorf("ContainerStatus %s: %w", id, err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
@@ -19,7 +20,7 @@ var (
 	env        *harness.Env
 	shimBin    string
 	tmp        string           // short dir for shim sockets and state
-	direct     cri              // containerd's own CRI, bypassing the shim
+	direct     critesting.CRI   // containerd's own CRI, bypassing the shim
 	directConn *grpc.ClientConn // its connection
 )
 
@@ -80,7 +81,7 @@ func runSuite(m *testing.M) (code int) {
 		return 1
 	}
 	defer conn.Close()
-	direct, directConn = newCRI(conn), conn
+	direct, directConn = critesting.New(conn), conn
 	code = m.Run()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "containerd log tail:\n", env.Containerd.LogTail())

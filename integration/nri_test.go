@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
@@ -32,7 +33,7 @@ func requireNRI(t *testing.T) {
 	if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
 		return
 	}
-	v, _ := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+	v, _ := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
 	why := fmt.Sprintf("%s %s serves no NRI socket at %s", v.GetRuntimeName(), v.GetRuntimeVersion(), env.Containerd.NRISocket())
 	if os.Getenv("NSTARGET_REQUIRE_NRI") == "1" {
 		t.Fatal(why)
@@ -105,9 +106,9 @@ func TestNRITargeting(t *testing.T) {
 			if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3608") {
 				t.Errorf("debug container does not see the app's process:\n%s", ps)
 			}
-			ci := info(t, dbg)
+			ci := direct.Info(t, dbg)
 			pin := s.StateDir() + "/pins/" + dbg + "/pid"
-			rec := record(t, ci)
+			rec := ci.Record(t)
 			if rec.Via != tc.via || rec.Namespaces["pid"].Result != oci.Targeted || nsPath(ci, "pid") != pin {
 				t.Errorf("record %+v, spec pid path %q: want targeted via %s through %s", rec, nsPath(ci, "pid"), tc.via, pin)
 			}
@@ -166,7 +167,7 @@ func TestNRIConcurrentCreates(t *testing.T) {
 		if m.err != nil {
 			t.Fatalf("create in pod %d: %v", m.pod, m.err)
 		}
-		ci := info(t, m.id)
+		ci := direct.Info(t, m.id)
 		rec, has := ci.RuntimeSpec.Annotations[oci.AnnotationTargeting]
 		if m.target == "" {
 			if has {
@@ -177,7 +178,7 @@ func TestNRIConcurrentCreates(t *testing.T) {
 			}
 			continue
 		}
-		r := record(t, ci)
+		r := ci.Record(t)
 		if pin := s.StateDir() + "/pins/" + m.id + "/pid"; r.Target != m.target || r.Via != "nri" || nsPath(ci, "pid") != pin {
 			t.Errorf("debug container %s (pod %d): record %+v, pid path %q; want its own pin %s and target %s", m.id, m.pod, r, nsPath(ci, "pid"), pin, m.target)
 		}
@@ -208,11 +209,7 @@ func TestNRIPinFailure(t *testing.T) {
 	requireNRI(t)
 	for _, strict := range []bool{false, true} {
 		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
-			var flags []string
-			if strict {
-				flags = append(flags, "--strict-targeting")
-			}
-			s := startShim(t, flags...)
+			s := startShimStrict(t, strict)
 			c := shimCRI(s)
 			p := runPod(t, c, ownMode)
 			app := run(t, c, p, "app", pidOwn)
@@ -231,8 +228,8 @@ func TestNRIPinFailure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ci := info(t, dbg)
-			r := record(t, ci)
+			ci := direct.Info(t, dbg)
+			r := ci.Record(t)
 			if pid := r.Namespaces["pid"]; pid.Result != oci.Fallback || r.Via != "nri" || strings.Contains(nsPath(ci, "pid"), "/pins/") {
 				t.Errorf("record %+v, pid path %q: want a fallback written through NRI, the pod's namespace", r, nsPath(ci, "pid"))
 			}
@@ -258,11 +255,7 @@ func TestNRIAnotherPluginSetsTheNamespace(t *testing.T) {
 			t.Run(fmt.Sprintf("idx=%s,strict=%v", idx, strict), func(t *testing.T) {
 				stop := runNRISample(t, sample, idx)
 				defer stop()
-				var flags []string
-				if strict {
-					flags = append(flags, "--strict-targeting")
-				}
-				s := startShim(t, flags...)
+				s := startShimStrict(t, strict)
 				c := shimCRI(s)
 				p := runPod(t, c, ownMode)
 				app := run(t, c, p, "app", pidOwn)
@@ -281,8 +274,8 @@ func TestNRIAnotherPluginSetsTheNamespace(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ci := info(t, dbg)
-				r := record(t, ci)
+				ci := direct.Info(t, dbg)
+				r := ci.Record(t)
 				if pid := r.Namespaces["pid"]; pid.Result != oci.Fallback || !strings.Contains(pid.Reason, "another NRI plugin") {
 					t.Errorf("pid record %+v, want a fallback saying another NRI plugin won", pid)
 				}
@@ -363,17 +356,17 @@ func TestNRINamespaceAdjustmentRefused(t *testing.T) {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: ownMode}}},
 	}
-	ps, err := c.rt.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: sb})
+	ps, err := c.Runtime.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		c.rt.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: ps.GetPodSandboxId()})
-		c.rt.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: ps.GetPodSandboxId()})
+		c.Runtime.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: ps.GetPodSandboxId()})
+		c.Runtime.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: ps.GetPodSandboxId()})
 	}()
 	create := func(name string, ns *runtimeapi.NamespaceOption) string {
 		t.Helper()
-		r, err := c.rt.CreateContainer(ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: ps.GetPodSandboxId(), SandboxConfig: sb,
+		r, err := c.Runtime.CreateContainer(ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: ps.GetPodSandboxId(), SandboxConfig: sb,
 			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: e.BusyboxImage},
 				Command: []string{"sleep", "3600"}, Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}}}})
 		if err != nil {
@@ -384,15 +377,15 @@ func TestNRINamespaceAdjustmentRefused(t *testing.T) {
 	}
 	via := func(id string) oci.Record {
 		t.Helper()
-		st, err := c.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+		st, err := c.Runtime.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ci containerInfo
+		var ci critesting.ContainerInfo
 		if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &ci); err != nil {
 			t.Fatal(err)
 		}
-		return record(t, ci)
+		return ci.Record(t)
 	}
 	app := create("app", pidOwn)
 	for _, name := range []string{"debug-1", "debug-2"} {
@@ -431,7 +424,7 @@ func TestNRIReconnectsAfterContainerdRestart(t *testing.T) {
 	p := runPod(t, c, ownMode)
 	app := run(t, c, p, "app", pidOwn)
 	dbg := run(t, c, p, "debug", targetOf(app))
-	if r := record(t, info(t, dbg)); r.Via != "nri" || r.Namespaces["pid"].Result != oci.Targeted {
+	if r := direct.Info(t, dbg).Record(t); r.Via != "nri" || r.Namespaces["pid"].Result != oci.Targeted {
 		t.Errorf("after containerd's restart: record %+v, want targeted via nri", r)
 	}
 }
@@ -467,7 +460,7 @@ func TestNRIRegistrationDuringPodRemoval(t *testing.T) {
 		var err error
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			_, err = c.rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id})
+			_, err = c.Runtime.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id})
 			cancel()
 			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
 				break

@@ -73,7 +73,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	// A target that is created but not started: the debugger falls back.
 	idle := mustCreate(t, c, p, "idle", pidOwn)
 	fb := mustCreate(t, c, p, "debug-idle", targetOf(idle))
-	if r := record(t, info(t, fb)).Namespaces["pid"]; r.Result != oci.Fallback {
+	if r := direct.Info(t, fb).Record(t).Namespaces["pid"]; r.Result != oci.Fallback {
 		t.Fatalf("debug-idle record = %+v, want a fallback", r)
 	}
 
@@ -272,7 +272,7 @@ func TestUnitCapabilities(t *testing.T) {
 			}
 			mustStart(t, c, app)
 			dbg := run(t, c, p, "debug", targetOf(app))
-			r := record(t, info(t, dbg)).Namespaces["pid"]
+			r := direct.Info(t, dbg).Record(t).Namespaces["pid"]
 			if r.Result != tc.result {
 				t.Errorf("record = %+v, want %s", r, tc.result)
 			}

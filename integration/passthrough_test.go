@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 )
 
 // (g) One set of assertions, run against containerd directly and through the
@@ -23,14 +25,14 @@ func TestPassthrough(t *testing.T) {
 	s := startShim(t)
 	for _, tc := range []struct {
 		name string
-		c    cri
+		c    critesting.CRI
 	}{{"direct", direct}, {"shim", shimCRI(s)}} {
 		t.Run(tc.name, func(t *testing.T) { checkLifecycle(t, tc.c) })
 	}
 }
 
-func checkLifecycle(t *testing.T, c cri) {
-	v, err := c.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+func checkLifecycle(t *testing.T, c critesting.CRI) {
+	v, err := c.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
 	if err != nil || v.GetRuntimeName() != "containerd" || v.GetRuntimeApiVersion() != "v1" {
 		t.Fatalf("Version = %v, %v", v, err)
 	}
@@ -44,18 +46,18 @@ func checkLifecycle(t *testing.T, c cri) {
 	p := runPod(t, c, podMode)
 	id := run(t, c, p, "life", &runtimeapi.NamespaceOption{})
 
-	l, err := c.rt.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: p.id}})
+	l, err := c.Runtime.ListContainers(ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: p.id}})
 	if err != nil || len(l.GetContainers()) != 1 || l.GetContainers()[0].GetId() != id {
 		t.Errorf("ListContainers = %v, %v", l, err)
 	}
-	st, err := c.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	st, err := c.Runtime.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil || st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("ContainerStatus = %v, %v", st, err)
 	}
 	if out := execIn(t, c, id, "echo", "hello"); out != "hello" {
 		t.Errorf("ExecSync = %q", out)
 	}
-	ex, err := c.rt.Exec(ctx(t), &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"sh"}, Stdout: true})
+	ex, err := c.Runtime.Exec(ctx(t), &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"sh"}, Stdout: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,37 +74,37 @@ func checkLifecycle(t *testing.T, c cri) {
 		t.Errorf("events on containerd %s: %v, want Unimplemented", version, err)
 	}
 
-	_, err = c.rt.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: "0000000000000000000000000000000000000000000000000000000000000000"})
+	_, err = c.Runtime.ContainerStatus(ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: "0000000000000000000000000000000000000000000000000000000000000000"})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("ContainerStatus of unknown id: %v, want NotFound", err)
 	}
 
-	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
+	if _, err := c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+	if _, err := c.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
+	if _, err := c.Runtime.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
+	if _, err := c.Runtime.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
 		t.Fatal(err)
 	}
 
 	// images: remove, pull again, list, status
 	spec := &runtimeapi.ImageSpec{Image: env.BusyboxImage}
-	if _, err := c.img.RemoveImage(ctx(t), &runtimeapi.RemoveImageRequest{Image: spec}); err != nil {
+	if _, err := c.Images.RemoveImage(ctx(t), &runtimeapi.RemoveImageRequest{Image: spec}); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := c.img.ImageStatus(ctx(t), &runtimeapi.ImageStatusRequest{Image: spec}); err != nil || st.GetImage() != nil {
+	if st, err := c.Images.ImageStatus(ctx(t), &runtimeapi.ImageStatusRequest{Image: spec}); err != nil || st.GetImage() != nil {
 		t.Errorf("ImageStatus after remove = %v, %v", st, err)
 	}
-	pulled, err := c.img.PullImage(ctx(t), &runtimeapi.PullImageRequest{Image: spec})
+	pulled, err := c.Images.PullImage(ctx(t), &runtimeapi.PullImageRequest{Image: spec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	imgs, err := c.img.ListImages(ctx(t), &runtimeapi.ListImagesRequest{})
+	imgs, err := c.Images.ListImages(ctx(t), &runtimeapi.ListImagesRequest{})
 	found := false
 	for _, im := range imgs.GetImages() {
 		found = found || im.GetId() == pulled.GetImageRef()
@@ -110,11 +112,11 @@ func checkLifecycle(t *testing.T, c cri) {
 	if err != nil || !found {
 		t.Errorf("ListImages lacks %s: %v", pulled.GetImageRef(), err)
 	}
-	st2, err := c.img.ImageStatus(ctx(t), &runtimeapi.ImageStatusRequest{Image: spec})
+	st2, err := c.Images.ImageStatus(ctx(t), &runtimeapi.ImageStatusRequest{Image: spec})
 	if err != nil || st2.GetImage().GetId() != pulled.GetImageRef() {
 		t.Errorf("ImageStatus = %v, %v", st2, err)
 	}
-	if _, err := c.img.PullImage(ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: env.Registry.Ref("nst/missing:1")}}); status.Code(err) == codes.OK {
+	if _, err := c.Images.PullImage(ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: env.Registry.Ref("nst/missing:1")}}); status.Code(err) == codes.OK {
 		t.Error("pull of a missing image succeeded")
 	}
 }
@@ -122,10 +124,12 @@ func checkLifecycle(t *testing.T, c cri) {
 // The same bytes come back from containerd directly and through the shim.
 func TestPassthroughSameBytes(t *testing.T) {
 	s := startShim(t)
-	for _, call := range []func(c cri) (proto.Message, error){
-		func(c cri) (proto.Message, error) { return c.rt.Version(ctx(t), &runtimeapi.VersionRequest{}) },
-		func(c cri) (proto.Message, error) {
-			return c.img.ImageStatus(ctx(t), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: env.PauseImage}, Verbose: true})
+	for _, call := range []func(c critesting.CRI) (proto.Message, error){
+		func(c critesting.CRI) (proto.Message, error) {
+			return c.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
+		},
+		func(c critesting.CRI) (proto.Message, error) {
+			return c.Images.ImageStatus(ctx(t), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: env.PauseImage}, Verbose: true})
 		},
 	} {
 		a, err1 := call(direct)
@@ -146,7 +150,7 @@ func TestPassthroughSameBytes(t *testing.T) {
 // version.
 func backendHasEvents(t *testing.T) (bool, string) {
 	t.Helper()
-	v, err := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+	v, err := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +187,7 @@ func TestEventsParity(t *testing.T) {
 	// the events come from containerd; the shim only relays them
 	p := runPod(t, direct, podMode)
 	id := run(t, direct, p, "events", &runtimeapi.NamespaceOption{})
-	if _, err := direct.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
+	if _, err := direct.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
 		t.Fatal(err)
 	}
 	want := []runtimeapi.ContainerEventType{runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
@@ -215,10 +219,10 @@ type eventLog struct {
 	done chan struct{} // closed when it ended
 }
 
-func subscribe(t *testing.T, ctx context.Context, name string, c cri) *eventLog {
+func subscribe(t *testing.T, ctx context.Context, name string, c critesting.CRI) *eventLog {
 	t.Helper()
 	l := &eventLog{name: name, done: make(chan struct{})}
-	stream, err := c.rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	stream, err := c.Runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err != nil {
 		l.err = err
 		close(l.done)

@@ -23,10 +23,10 @@ func TestPinsReleased(t *testing.T) {
 		if m := mountsUnder(t, pins); len(m) != 2 {
 			t.Fatalf("pins after create = %v, want pid and ipc", m)
 		}
-		if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg}); err != nil {
+		if _, err := c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
+		if _, err := c.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
 			t.Fatal(err)
 		}
 		if m := mountsUnder(t, pins); len(m) != 0 {
@@ -45,10 +45,10 @@ func TestPinsReleased(t *testing.T) {
 		if m := mountsUnder(t, pins); len(m) != 2 {
 			t.Fatalf("pins = %v, want two", m)
 		}
-		if _, err := c.rt.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
+		if _, err := c.Runtime.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.rt.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
+		if _, err := c.Runtime.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
 			t.Fatal(err)
 		}
 		if m := mountsUnder(t, pins); len(m) != 0 {
@@ -63,7 +63,7 @@ func TestPinsReleased(t *testing.T) {
 		keep := mustCreate(t, c, p, "debug-kept", targetOf(app))
 		s.Kill()
 		// removed behind the shim's back
-		if _, err := direct.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
+		if _, err := direct.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Start(ctx(t)); err != nil {
@@ -77,10 +77,10 @@ func TestPinsReleased(t *testing.T) {
 		if got, want := nsInside(t, c, keep, "pid"), nsInside(t, c, app, "pid"); got != want {
 			t.Errorf("after shim restart: pid namespace %s, want the app's %s", got, want)
 		}
-		if _, err := c.rt.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
+		if _, err := c.Runtime.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.rt.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
+		if _, err := c.Runtime.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
 			t.Fatal(err)
 		}
 		if m := mountsUnder(t, pins); len(m) != 0 {

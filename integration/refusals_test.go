@@ -16,11 +16,7 @@ import (
 func TestRefusals(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "strict"}[strict], func(t *testing.T) {
-			var flags []string
-			if strict {
-				flags = append(flags, "--strict-targeting")
-			}
-			c := shimCRI(startShim(t, flags...))
+			c := shimCRI(startShimStrict(t, strict))
 			p1 := runPod(t, c, ownMode)
 			p2 := runPod(t, c, ownMode)
 			app := run(t, c, p1, "app", pidOwn)
@@ -66,11 +62,11 @@ func TestUnknownNamespaceMode(t *testing.T) {
 	if got, want := nsInside(t, c, id, "pid"), nsOfPid(t, sandboxPid(t, p.id), "pid"); got != want {
 		t.Errorf("pid namespace %s, want the pod's %s", got, want)
 	}
-	if r := record(t, info(t, id)).Namespaces["pid"]; !strings.Contains(r.Reason, "unknown NamespaceMode 7") {
+	if r := direct.Info(t, id).Record(t).Namespaces["pid"]; !strings.Contains(r.Reason, "unknown NamespaceMode 7") {
 		t.Errorf("record = %+v", r)
 	}
 
-	strict := shimCRI(startShim(t, "--strict-targeting"))
+	strict := shimCRI(startShimStrict(t, true))
 	before := containerIDs(t)
 	if _, err := createIn(t, strict, p, "odd2", &runtimeapi.NamespaceOption{Pid: 7}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("strict: %v, want InvalidArgument", err)

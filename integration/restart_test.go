@@ -257,7 +257,7 @@ func TestEventsAcrossContainerdRestart(t *testing.T) {
 		t.Errorf("the events stream through the shim at containerd's restart ended with %v, want Unavailable", err)
 	}
 	eventually(t, "containerd's own CRI to answer the test client", func() bool {
-		_, err := direct.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+		_, err := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
 		return err == nil
 	})
 	after := kubeletSubscribe(t, sctx, "after the restart", rt)

@@ -126,7 +126,7 @@ func TestConcurrentTargeting(t *testing.T) {
 			defer wg.Done()
 			ids[i], errs[i] = createIn(t, c, p, fmt.Sprintf("debug%d", i), targetOf(app))
 			if errs[i] == nil {
-				_, errs[i] = c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: ids[i]})
+				_, errs[i] = c.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: ids[i]})
 			}
 		}()
 	}
@@ -167,8 +167,8 @@ func TestTargetRemovedDuringCreates(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 0})
-				c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: app})
+				c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 0})
+				c.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: app})
 			}()
 		}
 	}

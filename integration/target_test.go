@@ -40,7 +40,7 @@ func TestPIDTarget(t *testing.T) {
 		t.Errorf("debug container is in the pod's pid namespace %s, not the app's", podNS)
 	}
 
-	ci := info(t, dbg)
+	ci := direct.Info(t, dbg)
 	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
 		t.Errorf("containerd received pid mode %v, want POD: the shim must do the targeting", got)
 	}
@@ -48,7 +48,7 @@ func TestPIDTarget(t *testing.T) {
 	if path := nsPath(ci, "pid"); path != pin {
 		t.Errorf("spec pid namespace path = %q, want the shim's pin %q", path, pin)
 	}
-	rec := record(t, ci)
+	rec := ci.Record(t)
 	if r := rec.Namespaces["pid"]; rec.Target != app || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
 		t.Errorf("record = %+v, want targeted at %s with inode of %s", rec, app, appNS)
 	}
@@ -74,14 +74,14 @@ func TestIPCTarget(t *testing.T) {
 	if dbgIPC := nsInside(t, c, dbg, "ipc"); dbgIPC != appIPC {
 		t.Errorf("debug ipc namespace %s, want the app's %s (the pod's is %s)", dbgIPC, appIPC, podIPC)
 	}
-	ci := info(t, dbg)
+	ci := direct.Info(t, dbg)
 	if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetIpc(); got != runtimeapi.NamespaceMode_POD {
 		t.Errorf("containerd received ipc mode %v, want POD", got)
 	}
 	if path, pin := nsPath(ci, "ipc"), s.StateDir()+"/pins/"+dbg+"/ipc"; path != pin {
 		t.Errorf("spec ipc path = %q, want the pin %q", path, pin)
 	}
-	r := record(t, ci).Namespaces["ipc"]
+	r := ci.Record(t).Namespaces["ipc"]
 	if r.Result != oci.Targeted || r.Shm != oci.ShmPod || len(r.Shares) != 3 {
 		t.Errorf("ipc record = %+v, want targeted, sharing sysv, mqueue and the pod's /dev/shm", r)
 	}
@@ -97,19 +97,15 @@ func TestIPCTarget(t *testing.T) {
 func TestTargetStoppedBeforeStart(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fallback", true: "strict"}[strict], func(t *testing.T) {
-			var flags []string
-			if strict {
-				flags = append(flags, "--strict-targeting")
-			}
-			s := startShim(t, flags...)
+			s := startShimStrict(t, strict)
 			c := shimCRI(s)
 			p := runPod(t, c, ownMode)
 			app := run(t, c, p, "app", pidOwn)
 			dbg := mustCreate(t, c, p, "debug", targetOf(app))
-			if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
+			if _, err := c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
 				t.Fatal(err)
 			}
-			_, err := c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg})
+			_, err := c.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg})
 			if strict {
 				if status.Code(err) != codes.FailedPrecondition {
 					t.Fatalf("strict StartContainer: %v, want FailedPrecondition", err)
@@ -129,7 +125,7 @@ func TestTargetStoppedBeforeStart(t *testing.T) {
 			if got := nsInside(t, c, dbg, "pid"); got != podNS {
 				t.Errorf("debug pid namespace %s, want the pod's %s", got, podNS)
 			}
-			r := record(t, info(t, dbg)).Namespaces["pid"]
+			r := direct.Info(t, dbg).Record(t).Namespaces["pid"]
 			if r.Result != oci.Fallback || r.Stage != "start" || !strings.Contains(r.Reason, "no init") {
 				t.Errorf("record = %+v, want a fallback at start saying why", r)
 			}
@@ -154,7 +150,7 @@ func TestPIDReuseBetweenCreateAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the app to exit", func() bool {
-		return info(t, app).Pid == 0 || syscall.Kill(pid, 0) == syscall.ESRCH
+		return direct.Info(t, app).Pid == 0 || syscall.Kill(pid, 0) == syscall.ESRCH
 	})
 	eventually(t, "pid to be free", func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
 	reoccupy(t, pid) // under CI, a pid that cannot be re-occupied fails the test
@@ -206,11 +202,7 @@ func takePid(t *testing.T, pid int) *exec.Cmd {
 func TestContainerdAPIUnreachable(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fallback", true: "strict"}[strict], func(t *testing.T) {
-			flags := []string{"--containerd-address", filepath.Join(tmp, "no-containerd.sock")}
-			if strict {
-				flags = append(flags, "--strict-targeting")
-			}
-			s := startShim(t, flags...)
+			s := startShimStrict(t, strict, "--containerd-address", filepath.Join(tmp, "no-containerd.sock"))
 			c := shimCRI(s)
 			p := runPod(t, c, ownMode)
 			app := run(t, c, p, "app", pidOwn)
@@ -233,7 +225,7 @@ func TestContainerdAPIUnreachable(t *testing.T) {
 			if got := nsInside(t, c, dbg, "pid"); got != podNS {
 				t.Errorf("debug pid namespace %s, want the pod's %s", got, podNS)
 			}
-			rec, ok, _ := oci.ParseRecord(info(t, dbg).RuntimeSpec.Annotations)
+			rec, ok, _ := oci.ParseRecord(direct.Info(t, dbg).RuntimeSpec.Annotations)
 			switch {
 			case shimsUseNRI() && (!ok || rec.Via != "nri" || rec.Namespaces["pid"].ReasonKind != "containerd_unavailable"):
 				t.Errorf("NRI path: record %+v (ok %v), want the fallback with reason containerd_unavailable, written through NRI", rec, ok)
@@ -257,25 +249,25 @@ func TestIDPrefixes(t *testing.T) {
 	p := runPod(t, c, ownMode)
 	app := run(t, c, p, "app", pidOwn)
 	dbg := mustCreate(t, c, p, "debug", targetOf(app))
-	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
+	if _, err := c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: app, Timeout: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// the target's PID namespace lost its init: started by prefix, the debug
 	// container must fall back at start, not fail in runc
-	if _, err := c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg[:12]}); err != nil {
+	if _, err := c.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg[:12]}); err != nil {
 		t.Fatalf("StartContainer(%s): %v", dbg[:12], err)
 	}
-	if r := record(t, info(t, dbg)).Namespaces["pid"]; r.Result != oci.Fallback || r.Stage != "start" {
+	if r := direct.Info(t, dbg).Record(t).Namespaces["pid"]; r.Result != oci.Fallback || r.Stage != "start" {
 		t.Errorf("started by prefix after the target exited: record %+v, want a fallback at start", r)
 	}
 	pins := filepath.Join(s.StateDir(), "pins")
 	if m := mountsUnder(t, pins); len(m) != 1 {
 		t.Fatalf("pins before removal: %v", m)
 	}
-	if _, err := c.rt.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 1}); err != nil {
+	if _, err := c.Runtime.StopContainer(ctx(t), &runtimeapi.StopContainerRequest{ContainerId: dbg, Timeout: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg[:12]}); err != nil {
+	if _, err := c.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: dbg[:12]}); err != nil {
 		t.Fatalf("RemoveContainer(%s): %v", dbg[:12], err)
 	}
 	if m := mountsUnder(t, pins); len(m) != 0 {

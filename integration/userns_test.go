@@ -11,6 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -25,9 +26,9 @@ var podUserns = &runtimeapi.UserNamespace{
 // requireUserns skips t, with the reason, when the backend's runtime handler
 // does not report user-namespace support (containerd 1.6; a runc too old);
 // with NSTARGET_REQUIRE_USERNS=1 that fails t instead.
-func requireUserns(t *testing.T, c cri) {
+func requireUserns(t *testing.T, c critesting.CRI) {
 	t.Helper()
-	resp, err := c.rt.Status(ctx(t), &runtimeapi.StatusRequest{Verbose: true})
+	resp, err := c.Runtime.Status(ctx(t), &runtimeapi.StatusRequest{Verbose: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func requireUserns(t *testing.T, c cri) {
 			return
 		}
 	}
-	v, _ := c.rt.Version(ctx(t), &runtimeapi.VersionRequest{})
+	v, _ := c.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
 	why := fmt.Sprintf("%s %s: its default runtime handler does not support user namespaces (Status reports no user_namespaces feature)", v.GetRuntimeName(), v.GetRuntimeVersion())
 	if os.Getenv("NSTARGET_REQUIRE_USERNS") == "1" {
 		// the leg that must prove user namespaces (make integration-containerd2)
@@ -86,12 +87,12 @@ func TestUserNamespacedPodTarget(t *testing.T) {
 	if got := execIn(t, c, dbg, "ipcprobe", "see", "nstarget-userns"); got != seesAll {
 		t.Errorf("debug container sees %q, want %q", got, seesAll)
 	}
-	ci := info(t, dbg)
+	ci := direct.Info(t, dbg)
 	ns := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if ns.GetPid() != runtimeapi.NamespaceMode_POD || ns.GetIpc() != runtimeapi.NamespaceMode_POD {
 		t.Errorf("containerd received pid %v ipc %v, want POD: the shim must do the targeting", ns.GetPid(), ns.GetIpc())
 	}
-	rec := record(t, ci)
+	rec := ci.Record(t)
 	for _, kind := range []string{"pid", "ipc"} {
 		pin := s.StateDir() + "/pins/" + dbg + "/" + kind
 		if r := rec.Namespaces[kind]; r.Result != oci.Targeted || r.Path != pin || nsPath(ci, kind) != pin {

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 )
 
 // notUTF8 is the env value of issue 23 (ff fe 61 c3): kubelets on cri-api
@@ -90,7 +92,7 @@ func TestWireFidelity(t *testing.T) {
 	// a pod with an app container of its own PID namespace, on each side
 	eps := []*struct {
 		name string
-		c    cri
+		c    critesting.CRI
 		conn *grpc.ClientConn
 		pod  pod
 		app  string
@@ -130,7 +132,7 @@ func TestWireFidelity(t *testing.T) {
 					id := resp.GetContainerId()
 					ci, cfg := storedInfo(t, id)
 					r.cfg = cfg
-					_, r.err = ep.c.rt.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id})
+					_, r.err = ep.c.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id})
 					t.Logf("%s: created; started: %v", ep.name, r.err)
 					if r.err == nil {
 						// what the process is given, read from inside (an
@@ -202,7 +204,7 @@ func oddRequest(t *testing.T, o oddity, p pod, name string, ns *runtimeapi.Names
 // request annotation. The response is read off the wire: its status carries
 // the container's labels and annotations as they were given, and cri-api's
 // Go types refuse to decode those that are not UTF-8.
-func storedInfo(t *testing.T, id string) (containerInfo, map[string]any) {
+func storedInfo(t *testing.T, id string) (critesting.ContainerInfo, map[string]any) {
 	t.Helper()
 	in, err := proto.Marshal(&runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
 	if err != nil {
@@ -213,7 +215,7 @@ func storedInfo(t *testing.T, id string) (containerInfo, map[string]any) {
 		t.Fatalf("ContainerStatus %s: %v", id, err)
 	}
 	js := verboseInfo(t, out)
-	var ci containerInfo
+	var ci critesting.ContainerInfo
 	var raw struct {
 		Config map[string]any `json:"config"`
 	}

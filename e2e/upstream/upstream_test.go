@@ -26,6 +26,7 @@ import (
 
 	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
 	"github.com/cri-nstarget/cri-nstarget/internal/critest"
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 	"github.com/cri-nstarget/cri-nstarget/internal/upstream"
 )
@@ -355,30 +356,14 @@ func sameImage(ctx context.Context, endpoint, a, b string) error {
 }
 
 // removeSandboxes stops and removes every pod sandbox through the CRI at
-// endpoint, as the kubelet's garbage collection does for deleted pods.
+// endpoint (critesting.RemoveSandboxes).
 func removeSandboxes(endpoint string) error {
 	conn, err := harness.Dial(endpoint)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	rt := runtimeapi.NewRuntimeServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return fmt.Errorf("list pod sandboxes: %w", err)
-	}
-	var errs []error
-	for _, sb := range resp.GetItems() {
-		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
-			errs = append(errs, fmt.Errorf("stop pod sandbox %s: %w", sb.GetId(), err))
-		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
-			errs = append(errs, fmt.Errorf("remove pod sandbox %s: %w", sb.GetId(), err))
-		}
-	}
-	return errors.Join(errs...)
+	return critesting.RemoveSandboxes(runtimeapi.NewRuntimeServiceClient(conn))
 }
 
 // kubeVersion is kubectl's client version in bin, for the table's title.
@@ -392,15 +377,9 @@ func kubeVersion(bin string) string {
 
 // keepLogs copies the components' logs out of tmp into dst.
 func keepLogs(tmp, dst string) {
-	logs, _ := filepath.Glob(filepath.Join(tmp, "*", "*.log"))
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := harness.KeepLogs(tmp, dst); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-upstream: keep logs:", err)
 		return
-	}
-	for _, l := range logs {
-		if b, err := os.ReadFile(l); err == nil {
-			_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), b, 0o644)
-		}
 	}
 	fmt.Fprintf(os.Stderr, "e2e-upstream: the components' logs are in %s\n", dst)
 }
