@@ -34,6 +34,7 @@ func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
 	if r := rec.Namespaces["pid"]; rec.Target != app.id() || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
 		t.Errorf("%s's record = %+v, want targeted at %s (%s)", dbg.Name, rec, app.id(), appNS)
 	}
+	checkVia(t, dbg.Name, rec)
 	if !t.Failed() {
 		t.Logf("%s: in app's %s, via %s; containerd received POD, spec → %s", dbg.Name, appNS, rec.Via, path)
 	}

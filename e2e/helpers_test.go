@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -305,6 +306,22 @@ func record(t *testing.T, ci containerInfo) oci.Record {
 		t.Fatalf("no %s annotation: ok=%v err=%v", oci.AnnotationTargeting, ok, err)
 	}
 	return rec
+}
+
+// expectVia is the path the shim must take to target on this leg
+// (NSTARGET_EXPECT_VIA, set by make e2e: "nri" on containerd 2.x, whose NRI
+// the harness serves, "update" on 1.7, which has none enabled); empty
+// checks nothing.
+var expectVia = os.Getenv("NSTARGET_EXPECT_VIA")
+
+// checkVia fails t when the record of a targeted container says another
+// path than expectVia: a leg meant to prove NRI must not pass on the Update
+// path's fallback, nor the reverse.
+func checkVia(t *testing.T, name string, rec oci.Record) {
+	t.Helper()
+	if expectVia != "" && rec.Via != expectVia {
+		t.Errorf("%s was targeted via %q, want %q on this backend (NSTARGET_EXPECT_VIA)", name, rec.Via, expectVia)
+	}
 }
 
 // containersNamed lists containerd's containers of the pod sandbox with the
