@@ -132,6 +132,7 @@ func debugCrashLooping(t *testing.T, pod, name string) *crashDebug {
 			t.Errorf("%s is in PID namespace %s; the instance %.12s it joined printed %s", name, ns, rec.Target, appNS)
 		}
 		checkShimPinned(t, ci, dbg)
+		checkVia(t, name, rec)
 		t.Logf("%s joined app's live instance %.12s (%s) via %s", name, rec.Target, ns, rec.Via)
 	case oci.Fallback:
 		if r.ReasonKind != "target_not_running" {

@@ -35,6 +35,7 @@ func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
 	if r := rec.Namespaces["pid"]; rec.Target != app.id() || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
 		t.Errorf("%s's record = %+v, want targeted at %s (%s)", dbg.Name, rec, app.id(), appNS)
 	}
+	checkVia(t, dbg.Name, rec)
 	if !t.Failed() {
 		t.Logf("%s: in app's %s, via %s; containerd received POD, spec → %s", dbg.Name, appNS, rec.Via, path)
 	}
@@ -302,7 +303,7 @@ func TestShimRestart(t *testing.T) {
 // supports user namespaces (NSTARGET_REQUIRE_USERNS=1 makes it required).
 func TestDebugTargetUserNamespaced(t *testing.T) {
 	if os.Getenv("NSTARGET_REQUIRE_USERNS") != "1" {
-		t.Skip("skipping: user-namespaced pods need containerd 2.x with a runc that supports them (the containerd 2.4 leg sets NSTARGET_REQUIRE_USERNS=1)")
+		t.Skip("skipping: user-namespaced pods need containerd 2.x with a runc that supports them (the containerd 2.4 and 2.3 legs set NSTARGET_REQUIRE_USERNS=1)")
 	}
 	no := false
 	app, appNS := startApp(t, podSpec{name: "userns", hostUsers: &no})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
 	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
 // ctx is a call's context: two minutes, for kubectl's waits of 90 s.
@@ -265,6 +267,22 @@ func logs(t *testing.T, pod, name string) string {
 func firstLine(out string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 	return strings.TrimSpace(l)
+}
+
+// expectVia is the path the shim must take to target on this leg
+// (NSTARGET_EXPECT_VIA, set by make e2e: "nri" on containerd 2.x, whose NRI
+// the harness serves, "update" on 1.7, which has none enabled); empty
+// checks nothing.
+var expectVia = os.Getenv("NSTARGET_EXPECT_VIA")
+
+// checkVia fails t when the record of a targeted container says another
+// path than expectVia: a leg meant to prove NRI must not pass on the Update
+// path's fallback, nor the reverse.
+func checkVia(t *testing.T, name string, rec oci.Record) {
+	t.Helper()
+	if expectVia != "" && rec.Via != expectVia {
+		t.Errorf("%s was targeted via %q, want %q on this backend (NSTARGET_EXPECT_VIA)", name, rec.Via, expectVia)
+	}
 }
 
 // containersNamed lists containerd's containers of the pod sandbox with the

@@ -172,15 +172,17 @@ func runSuite(m *testing.M) (code int) {
 		return fail("start cri-nstarget: %v", err)
 	}
 	shim, baseArgs = s, len(s.Args)
+	// NSTARGET_KUBELET: an older kubelet under kubeBin's control plane, as
+	// make e2e pairs them (empty: kubeBin's own).
 	k, err := cluster.Start(ctx, cluster.Options{
-		Dir: kubeDir, Bin: kubeBin, Etcd: etcd, RuntimeEndpoint: shim.Endpoint(),
+		Dir: kubeDir, Bin: kubeBin, Kubelet: os.Getenv("NSTARGET_KUBELET"), Etcd: etcd, RuntimeEndpoint: shim.Endpoint(),
 	})
 	if err != nil {
 		return fail("start the cluster: %v", err)
 	}
 	kube = k
-	fmt.Printf("e2e: %s, cri-nstarget and a kubelet (node %s, cgroup root %s) up in %s\n",
-		label, cluster.NodeName, kube.CgroupRoot(), time.Since(t0).Round(100*time.Millisecond))
+	fmt.Printf("e2e: %s, cri-nstarget and a kubelet %s (node %s, cgroup root %s) up in %s\n",
+		label, kube.KubeletVersion(), cluster.NodeName, kube.CgroupRoot(), time.Since(t0).Round(100*time.Millisecond))
 	return m.Run()
 }
 

@@ -29,9 +29,10 @@ const streamingGate = "CRIListStreaming"
 // method: it forwards them, and counts each call by method and code.
 //   - Where containerd implements them (2.4), the streams reach it and
 //     answer OK, and the kubelet no longer makes the unary list calls.
-//   - Where containerd answers Unimplemented (1.6: make e2e-containerd16
-//     runs this test alone with Kubernetes 1.37), the shim passes the code
-//     back, the kubelet says it falls back, and its lists go on unary.
+//   - Where containerd answers Unimplemented (2.3, with kubelet 1.36 on
+//     make e2e-containerd-2.3; 1.7's kubelet 1.35 has no gate, so the test
+//     skips there), the shim passes the code back, the kubelet says it
+//     falls back, and its lists go on unary.
 //
 // The gate is on for a dedicated kubelet run, the kubelet restarted with
 // it and again without it afterwards, not for the whole leg: it is alpha,

@@ -16,6 +16,11 @@
 #   KUBERNETES_VERSION=v1.35.4 KUBERNETES_CACHE=/some/dir hack/kubernetes.sh
 #   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh --upstream-e2e
 #   KUBERNETES_VERSION=v1.37.2 hack/kubernetes.sh --project-e2e bin/nstarget-e2e.test
+#   KUBERNETES_VERSION=v1.35.4 hack/kubernetes.sh --kubelet
+# --kubelet builds the kubelet alone (into the same directory): an older
+# release's kubelet runs under the newest release's control plane, as on a
+# node being upgraded (kube-apiserver supports kubelets three minors older),
+# so the older releases need nothing else; about half the cold build.
 # --project-e2e compiles the project's own specs on Kubernetes' e2e framework
 # (e2e/kubetest, build tag kubetest) in the same scratch module, into the file
 # named; every call builds it (Go's build cache makes a repeat quick), since
@@ -31,9 +36,10 @@ version=${KUBERNETES_VERSION:?set KUBERNETES_VERSION (the Makefile names them: m
 cache=${KUBERNETES_CACHE:-/var/cache/cri-nstarget}
 out="$cache/kubernetes-$version/bin"
 staging="v0.${version#v1.}"
-upstream_e2e=false project_e2e=
+upstream_e2e=false project_e2e= kubelet_only=false
 case "${1:-}" in
 --upstream-e2e) upstream_e2e=true ;;
+--kubelet) kubelet_only=true ;;
 --project-e2e) project_e2e=$(realpath -m "${2:?--project-e2e FILE}") ;;
 esac
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,7 +61,13 @@ extras_built() {
   [ -x "$out/e2e.test" ] || return 1
   for p in "${extras[@]}"; do [ -x "$out/${p##*/}" ] || return 1; done
 }
+kubelet_built() {
+  [ -x "$out/kubelet" ] || return 1
+  local v
+  v=$("$out/kubelet" --version 2>/dev/null) && grep -q "^Kubernetes $version$" <<<"$v"
+}
 built() {
+  if $kubelet_only; then kubelet_built; return; fi
   base_built || return 1
   if $upstream_e2e; then extras_built || return 1; fi
 }
@@ -95,7 +107,8 @@ if [ -n "$project_e2e" ]; then
   mkdir kubetest
   cp "$repo"/e2e/kubetest/*.go kubetest/
   go vet -trimpath -tags kubetest ./kubetest  # -trimpath: the build cache of the build below
-  go test -c -tags kubetest -trimpath -ldflags "$ldflags" -o "$project_e2e" ./kubetest
+  # -vet=off: go vet above has vetted it (go test -c would vet again, with fewer checks)
+  go test -c -vet=off -tags kubetest -trimpath -ldflags "$ldflags" -o "$project_e2e" ./kubetest
   echo "$project_e2e"
   exit 0
 fi
@@ -103,7 +116,10 @@ fi
 # file: a plain call never removes what --upstream-e2e built, nor the reverse.
 rm -rf "$out.tmp"
 mkdir -p "$out.tmp" "$out"
-if ! base_built; then
+if $kubelet_only; then
+  echo "kubernetes: building kubelet $version into $out" >&2
+  go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" k8s.io/kubernetes/cmd/kubelet
+elif ! base_built; then
   echo "kubernetes: building kube-apiserver, kubelet, kubectl $version into $out (a few minutes the first time)" >&2
   go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
@@ -117,11 +133,12 @@ if $upstream_e2e && ! extras_built; then
   if [ ${#pkgs[@]} -gt 0 ]; then
     go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" "${pkgs[@]}"
   fi
-  [ -x "$out/e2e.test" ] || go test -c -trimpath -ldflags "$ldflags" -o "$out.tmp/e2e.test" k8s.io/kubernetes/test/e2e
+  # -vet=off: go test -c vets the package first, Kubernetes' own code (minutes, cold)
+  [ -x "$out/e2e.test" ] || go test -c -vet=off -trimpath -ldflags "$ldflags" -o "$out.tmp/e2e.test" k8s.io/kubernetes/test/e2e
 fi
 for f in "$out.tmp"/*; do
   mv -f "$f" "$out/"
 done
 rmdir "$out.tmp"
-"$out/kubectl" version --client >&2
+if $kubelet_only; then "$out/kubelet" --version >&2; else "$out/kubectl" version --client >&2; fi
 echo "$out"

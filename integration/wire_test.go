@@ -10,7 +10,9 @@ import (
 	"reflect"
 	"testing"
 
+	containers "github.com/containerd/containerd/api/services/containers/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -132,17 +134,30 @@ func TestWireFidelity(t *testing.T) {
 					id := resp.GetContainerId()
 					ci, cfg := storedInfo(t, id)
 					r.cfg = cfg
+					// The Update path reads and rewrites the spec through
+					// containerd's own API; where that API cannot return
+					// the container at all, the shim falls back to the pod's
+					// namespace (spec_update_failed), as it must.
+					fellBack := false
+					if why := apiRefuses(t, id); targeted && ep.name == "shim" && why != "" && !shimsUseNRI() {
+						fellBack = true
+						t.Logf("containerd's API cannot return %.12s (%s): on the Update path the shim falls back", id, why)
+					}
 					_, r.err = ep.c.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: id})
 					t.Logf("%s: created; started: %v", ep.name, r.err)
 					if r.err == nil {
 						// what the process is given, read from inside (an
 						// exec gets the container's env)
 						r.seen = execIn(t, ep.c, id, "sh", "-c", "od -An -c /proc/self/environ | tr -s ' '; ls /blob /unknown 2>&1; cat /blob/f 2>&1; true")
-						if targeted && nsInside(t, ep.c, id, "pid") != nsInside(t, ep.c, ep.app, "pid") {
+						inApp := nsInside(t, ep.c, id, "pid") == nsInside(t, ep.c, ep.app, "pid")
+						switch {
+						case targeted && !fellBack && !inApp:
 							t.Errorf("%s: the pid TARGET container is not in app's PID namespace", ep.name)
+						case fellBack && inApp:
+							t.Errorf("%s: the pid TARGET container is in app's PID namespace, though the shim could not rewrite its spec", ep.name)
 						}
 					}
-					if targeted && ep.name == "shim" {
+					if targeted && ep.name == "shim" && !fellBack {
 						// the shim did the targeting, not containerd
 						if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
 							t.Errorf("containerd received pid %v from the shim, want POD", got)
@@ -174,6 +189,21 @@ func TestWireFidelity(t *testing.T) {
 			})
 		}
 	}
+}
+
+// apiRefuses says why containerd's own containers API (asked directly) cannot
+// return container id, or "" when it can. containerd 1.7 stores a CRI label
+// that is not UTF-8 as it came, then fails to marshal the container
+// (Internal: "string field contains invalid UTF-8"), so no client of that
+// API, the shim's Update path included, can read or rewrite its spec.
+func apiRefuses(t *testing.T, id string) string {
+	t.Helper()
+	c := containers.NewContainersClient(directConn)
+	_, err := c.Get(metadata.AppendToOutgoingContext(ctx(t), "containerd-namespace", "k8s.io"), &containers.GetContainerRequest{ID: id})
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // oddRequest is a CreateContainerRequest for busybox in p carrying o.

@@ -25,6 +25,7 @@ func main() {
 	shim := fs.String("shim", "bin/cri-nstarget", "cri-nstarget binary")
 	listen := fs.String("listen", "unix:///run/cri-nstarget/cri.sock", "run: the shim's CRI socket (its directory is the state dir)")
 	stateDir := fs.String("state-dir", "", "run: the shim's state dir (default: the socket's directory)")
+	crictl := fs.String("crictl", "crictl", "run: the crictl the closing hint names (make run builds the pinned one into bin/)")
 	fs.Parse(os.Args[2:])
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "nstarget-lab: needs root (containerd, runc and namespace pins)")
@@ -34,7 +35,7 @@ func main() {
 	defer stop()
 	var err error
 	if os.Args[1] == "run" {
-		err = runLab(ctx, *shim, *listen, *stateDir, fs.Args())
+		err = runLab(ctx, *shim, *crictl, *listen, *stateDir, fs.Args())
 	} else {
 		err = demo(ctx, *shim)
 	}
@@ -86,7 +87,7 @@ func (l *lab) close() error {
 	return err
 }
 
-func runLab(ctx context.Context, binary, listen, stateDir string, flags []string) error {
+func runLab(ctx context.Context, binary, crictl, listen, stateDir string, flags []string) error {
 	sock := strings.TrimPrefix(listen, "unix://")
 	if stateDir == "" {
 		stateDir = filepath.Dir(sock)
@@ -105,11 +106,11 @@ cri-nstarget is serving on %s
   logs:    %s
 
 Try:
-  crictl --runtime-endpoint %s version
-  crictl --runtime-endpoint %s images
+  %[6]s --runtime-endpoint %[1]s version
+  %[6]s --runtime-endpoint %[1]s images
 
 Ctrl-C stops everything.
-`, l.shim.Endpoint(), l.env.Containerd.Endpoint(), l.env.BusyboxImage, l.env.PauseImage, l.shim.LogPath(), l.shim.Endpoint(), l.shim.Endpoint())
+`, l.shim.Endpoint(), l.env.Containerd.Endpoint(), l.env.BusyboxImage, l.env.PauseImage, l.shim.LogPath(), crictl)
 	<-ctx.Done()
 	fmt.Println()
 	return l.close()

@@ -72,7 +72,7 @@ func readUpstream(dir string, focus *regexp.Regexp) ([]upstream.Backend, string,
 		return nil, "", fmt.Errorf("no %s/*/parity.txt (%v)", dir, err)
 	}
 	type run struct {
-		title   string // "containerd-2.4 (e2e.test and kubelet v1.37.2), 1h52m44s"
+		title   string // "containerd-2.4 (e2e.test v1.37.2, kubelet v1.37.2), 1h52m44s"
 		backend upstream.Backend
 	}
 	var runs []run

@@ -24,7 +24,7 @@ func TestUpstreamReport(t *testing.T) {
 		d := filepath.Join(dir, backend)
 		label := map[string]string{"containerd2": "containerd-2.4", "containerd16": "containerd-1.6"}[backend]
 		files := map[string]string{
-			"parity.txt":           label + " (e2e.test and kubelet v1.37.2), 40m\nspec ...\n",
+			"parity.txt":           label + " (e2e.test v1.37.2, kubelet v1.37.2), 40m\nspec ...\n",
 			"junit-e2e-direct.xml": junitOf(states[0], spec),
 			"junit-e2e-shim.xml":   junitOf(states[1], spec),
 		}
@@ -67,7 +67,7 @@ func TestUpstreamReport(t *testing.T) {
 	got := string(b)
 	for _, want := range []string{
 		"# page\n\n" + upstreamBegin + "\n",
-		"- containerd-2.4 (e2e.test and kubelet v1.37.2), 40m\n",
+		"- containerd-2.4 (e2e.test v1.37.2, kubelet v1.37.2), 40m\n",
 		"| spec | containerd-2.4 direct / shim | time | containerd-1.6 direct / shim | time |\n",
 		"| `" + spec + "` | passed / passed | 1.5s / 1.5s | failed / failed | 1.5s / 1.5s |\n",
 		"containerd-1.6 failed directly, failed through the shim: the host's oom_score_adj.\n",

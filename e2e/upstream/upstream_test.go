@@ -43,6 +43,7 @@ const ProjectLabel = "cri-nstarget"
 // env is what make e2e-upstream (and make node-conformance) passes.
 type env struct {
 	kubeBin, etcd, shim, containerd string
+	kubelet                         string // an older kubelet than kubeBin's, or "" (kubeBin's)
 	focus                           *regexp.Regexp
 	skip                            string        // a ginkgo skip regexp, or ""
 	project                         string        // the project's nstarget-e2e.test, or "" (not run)
@@ -64,6 +65,7 @@ func TestParity(t *testing.T) {
 		kubeBin: os.Getenv("NSTARGET_KUBERNETES_BIN"), etcd: os.Getenv("NSTARGET_ETCD"),
 		shim: os.Getenv("NSTARGET_SHIM_BINARY"), containerd: os.Getenv("NSTARGET_CONTAINERD"),
 		out: os.Getenv("NSTARGET_UPSTREAM_OUT"), project: os.Getenv("NSTARGET_PROJECT_E2E"),
+		kubelet: os.Getenv("NSTARGET_KUBELET"),
 	}
 	if e.kubeBin == "" || e.etcd == "" || e.shim == "" {
 		t.Fatal("NSTARGET_KUBERNETES_BIN, NSTARGET_ETCD and NSTARGET_SHIM_BINARY must be set (make e2e-upstream sets them)")
@@ -111,7 +113,7 @@ func TestParity(t *testing.T) {
 		fmt.Printf("e2e-upstream: %s %s: %d specs in %s\n", label, mode, len(r), time.Since(t0).Round(time.Second))
 	}
 	rows := upstream.Pair(results["direct"], results["shim"])
-	table := upstream.Table(fmt.Sprintf("%s (e2e.test and kubelet %s), %s", label, kubeVersion(e.kubeBin), time.Since(start).Round(time.Second)), rows)
+	table := upstream.Table(fmt.Sprintf("%s (e2e.test %s, kubelet %s), %s", label, kubeVersion(e.kubeBin), e.kubeletVersion(), time.Since(start).Round(time.Second)), rows)
 	fmt.Print(table)
 	if err := os.WriteFile(filepath.Join(e.out, "parity.txt"), []byte(table), 0o644); err != nil {
 		t.Error(err)
@@ -209,7 +211,7 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 	}
 
 	kube, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(tmp, "k"), Bin: e.kubeBin, Etcd: e.etcd, RuntimeEndpoint: endpoint, Controllers: true,
+		Dir: filepath.Join(tmp, "k"), Bin: e.kubeBin, Kubelet: e.kubelet, Etcd: e.etcd, RuntimeEndpoint: endpoint, Controllers: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
@@ -371,6 +373,20 @@ func kubeVersion(bin string) string {
 	out, _ := exec.Command(filepath.Join(bin, "kubectl"), "version", "--client").Output()
 	if m := regexp.MustCompile(`Client Version: (\S+)`).FindSubmatch(out); m != nil {
 		return string(m[1])
+	}
+	return "?"
+}
+
+// kubeletVersion is the kubelet's own version: NSTARGET_KUBELET's, or
+// kubeBin's.
+func (e env) kubeletVersion() string {
+	bin := e.kubelet
+	if bin == "" {
+		bin = filepath.Join(e.kubeBin, "kubelet")
+	}
+	out, _ := exec.Command(bin, "--version").Output()
+	if f := strings.Fields(string(out)); len(f) > 0 {
+		return f[len(f)-1]
 	}
 	return "?"
 }

@@ -48,6 +48,11 @@ type Options struct {
 	Dir string
 	// Bin holds kube-apiserver, kubelet and kubectl (hack/kubernetes.sh).
 	Bin string
+	// Kubelet is the kubelet binary; default Bin/kubelet. It may be older
+	// than Bin's control plane, as on a node being upgraded: kube-apiserver
+	// supports kubelets up to three minors older than itself. So an older
+	// Kubernetes needs only its kubelet built (hack/kubernetes.sh --kubelet).
+	Kubelet string
 	// Etcd is the etcd binary (hack/etcd.sh).
 	Etcd string
 	// RuntimeEndpoint is the kubelet's containerRuntimeEndpoint and
@@ -100,7 +105,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
-	binaries := []string{opts.Etcd, filepath.Join(opts.Bin, "kube-apiserver"), filepath.Join(opts.Bin, "kubelet"), filepath.Join(opts.Bin, "kubectl")}
+	if opts.Kubelet == "" {
+		opts.Kubelet = filepath.Join(opts.Bin, "kubelet")
+	}
+	binaries := []string{opts.Etcd, filepath.Join(opts.Bin, "kube-apiserver"), filepath.Join(opts.Bin, "kubectl")}
+	if !opts.RemoteNode {
+		binaries = append(binaries, opts.Kubelet)
+	}
 	if opts.Controllers {
 		binaries = append(binaries, filepath.Join(opts.Bin, "kube-controller-manager"), filepath.Join(opts.Bin, "kube-scheduler"))
 	}
@@ -120,7 +131,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 			retErr = errors.Join(retErr, c.Stop(), c.Close())
 		}
 	}()
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+	if err := os.MkdirAll(workDir(opts.Dir), 0o700); err != nil {
 		return nil, err
 	}
 	var err error
@@ -168,6 +179,20 @@ func (c *Cluster) Dir() string { return c.opts.Dir }
 
 // CgroupRoot is the kubelet's cgroupRoot, made for this run.
 func (c *Cluster) CgroupRoot() string { return c.cgroup.Name }
+
+// KubeletVersion is what the kubelet binary says it is (e.g. "v1.35.4"),
+// or its error.
+func (c *Cluster) KubeletVersion() string {
+	out, err := exec.Command(c.opts.Kubelet, "--version").Output()
+	if err != nil {
+		return fmt.Sprintf("(%s --version: %v)", c.opts.Kubelet, err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return "(" + c.opts.Kubelet + " --version says nothing)"
+	}
+	return f[len(f)-1]
+}
 
 // Kubeconfig is cluster-admin's kubeconfig.
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
@@ -457,7 +482,7 @@ func (c *Cluster) runKubelet(ctx context.Context) error {
 	if err := os.WriteFile(c.kubeletConfig, []byte(kubeletConfig(c.kubeletSettings)), 0o600); err != nil {
 		return err
 	}
-	p, err := c.start("kubelet", filepath.Join(c.opts.Bin, "kubelet"), c.kubeletArgs...)
+	p, err := c.start("kubelet", c.opts.Kubelet, c.kubeletArgs...)
 	if err != nil {
 		return err
 	}
@@ -669,6 +694,11 @@ func freePort() string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
+// workDir is the components' working directory, empty at Start: whatever
+// one writes relative to it stays inside the run, never in the directory
+// the test was started from.
+func workDir(dir string) string { return filepath.Join(dir, "cwd") }
+
 // proc is a component process, its output in Dir/NAME.log.
 type proc struct {
 	name   string
@@ -685,6 +715,7 @@ func (c *Cluster) start(name, binary string, args ...string) (*proc, error) {
 	}
 	defer log.Close()
 	cmd := exec.Command(binary, args...)
+	cmd.Dir = workDir(c.opts.Dir)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

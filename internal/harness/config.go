@@ -12,9 +12,13 @@ import (
 // maxSocketPath is the usable length of a unix socket path (sun_path less its NUL).
 const maxSocketPath = 107
 
-// configTemplate is containerd 1.6's config (version 2). Every path containerd,
-// the CRI plugin and runc write to is inside the directory; the
-// snapshotters that cannot work here are disabled to keep the log quiet.
+// configTemplate is containerd 1.6's and 1.7's config (version 2). Every
+// path containerd, the CRI plugin and runc write to is inside the directory;
+// the snapshotters that cannot work here are disabled to keep the log quiet.
+// The runc shim is the one beside the containerd binary (runtime_path, which
+// 1.6 and 1.7 both read): a containerd built into the cache must not run the
+// machine's shim of another release. NRI is not configured: 1.7's is off by
+// default (1.6 has none), so the shim takes the Update path there.
 const configTemplate = `version = 2
 root = {{dir}}/root
 state = {{dir}}/state
@@ -48,6 +52,7 @@ disabled_plugins = [
 
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      runtime_path = {{shim}}
 
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
@@ -92,8 +97,8 @@ const hostsSectionV2 = `  [plugins."io.containerd.grpc.v1.cri".registry]
 
 // configTemplateV3 is containerd 2.0-2.3's config (version 3), with the same
 // layout as configTemplate. Registries are always configured through
-// hosts.toml files; NRI and CDI, which would use host paths, are off; the
-// runc shim is the one beside the containerd binary. Version 4 (containerd
+// hosts.toml files; NRI is on a private socket and CDI, which would use host
+// paths, is off; the runc shim is the one beside the containerd binary. Version 4 (containerd
 // 2.4) is the same with serverSectionsV4 in place of serverSections and
 // without enableCDILine.
 const configTemplateV3 = `version = 3

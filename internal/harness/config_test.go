@@ -22,6 +22,7 @@ func TestRenderConfig(t *testing.T) {
 		`conf_dir = "/tmp/nst-1/cni"`,
 		`registry.mirrors."127.0.0.1:5000"]`,
 		`endpoint = ["http://127.0.0.1:5000"]`,
+		`runtime_path = `,
 	} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("config lacks %s:\n%s", want, cfg)

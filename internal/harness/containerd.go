@@ -37,8 +37,8 @@ type Options struct {
 	// SandboxImage is the full reference of the CRI sandbox (pause) image.
 	SandboxImage string
 	// Binary is the containerd executable; default $NSTARGET_CONTAINERD,
-	// else "containerd". A containerd-shim-runc-v2 beside it is used for
-	// config versions 3 and 4.
+	// else "containerd". A containerd-shim-runc-v2 beside it is the runc
+	// shim (runtime_path), whatever the config version.
 	Binary string
 	// ConfigVersion is the config schema: 2 (containerd 1.6, 1.7), 3
 	// (containerd 2.0-2.3) or 4 (containerd 2.4 and later); default
