@@ -193,3 +193,25 @@ func TestControllerFlags(t *testing.T) {
 		}
 	}
 }
+
+// Start looks for the kubelet where Options.Kubelet says, not in Bin: an
+// older kubelet under Bin's control plane. Bin here has every binary,
+// a kubelet included, and Options.Kubelet names one that does not exist, so
+// Start must refuse before it makes or starts anything.
+func TestStartKubeletBinary(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"kube-apiserver", "kubelet", "kubectl", "etcd"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "k")
+	missing := filepath.Join(t.TempDir(), "kubelet-v1.35")
+	_, err := Start(t.Context(), Options{Dir: dir, Bin: bin, Etcd: filepath.Join(bin, "etcd"), Kubelet: missing})
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Start with a missing Options.Kubelet: %v, want an error naming %s", err, missing)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("Start made %s before refusing: %v", dir, err)
+	}
+}
