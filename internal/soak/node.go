@@ -16,6 +16,7 @@ import (
 
 	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
 	"github.com/cri-nstarget/cri-nstarget/internal/critest"
+	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
 
@@ -97,14 +98,16 @@ const callTimeout = 20 * time.Second
 // the run's directory. Logs are copied to cfg.Logs first.
 func (n *node) stop(cfg Config) error {
 	var errs []error
-	n.keepLogs(cfg.Logs)
+	if cfg.Logs != "" {
+		_ = harness.KeepLogs(n.tmp, cfg.Logs)
+	}
 	if n.kube != nil {
 		errs = append(errs, n.kube.Stop())
 	}
 	n.shimMu.Lock()
 	defer n.shimMu.Unlock()
 	if n.shim != nil && n.kube != nil {
-		errs = append(errs, removeSandboxes(n.shim.Runtime))
+		errs = append(errs, critesting.RemoveSandboxes(n.shim.Runtime))
 	}
 	if n.shim != nil {
 		errs = append(errs, n.shim.Close())
@@ -130,43 +133,6 @@ func (n *node) stop(cfg Config) error {
 	}
 	os.RemoveAll(n.tmp)
 	return errors.Join(errs...)
-}
-
-// removeSandboxes stops and removes every pod sandbox through rt.
-func removeSandboxes(rt runtimeapi.RuntimeServiceClient) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return fmt.Errorf("list pod sandboxes: %w", err)
-	}
-	var errs []error
-	for _, sb := range resp.GetItems() {
-		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
-			errs = append(errs, fmt.Errorf("stop pod sandbox %s: %w", sb.GetId(), err))
-		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
-			errs = append(errs, fmt.Errorf("remove pod sandbox %s: %w", sb.GetId(), err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// keepLogs copies the components' logs (the shim's, containerd's, the
-// kubelet's...) into dir, when it is set.
-func (n *node) keepLogs(dir string) {
-	if dir == "" {
-		return
-	}
-	logs, _ := filepath.Glob(filepath.Join(n.tmp, "*", "*.log"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return
-	}
-	for _, l := range logs {
-		if b, err := os.ReadFile(l); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, filepath.Base(l)), b, 0o644)
-		}
-	}
 }
 
 // restartShim stops the shim (SIGKILL when kill, else SIGTERM, which must
