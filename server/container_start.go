@@ -37,7 +37,7 @@ func (t *targeter) startContainer(ctx context.Context, raw []byte, fwd forwardFu
 	}
 	if live, err := t.hasInit(path); err != nil || !live {
 		// falls back (the spec no longer names the pin), or refuses
-		if err := t.checkPID(ctx, id, path); err != nil {
+		if err := t.initLost(ctx, id, err); err != nil {
 			return nil, err
 		}
 		return fwd(ctx, raw)
@@ -107,17 +107,13 @@ func (t *targeter) pinnedID(ctx context.Context, id string) (string, error) {
 	return "", nil // ambiguous, or not a pinned one: the backend answers the call itself
 }
 
-// checkPID checks, before container id starts, that the PID namespace
-// pinned at pin still has an init, so that the container can join it. If
-// not, the container falls back to the pod's PID namespace (its spec is
-// pointed back at the pod's path its record kept) or, strict, is removed.
-// Either way the pod gets a Warning Event, or the kubelet's own Failed one
-// with the refusal.
-func (t *targeter) checkPID(ctx context.Context, id, pin string) error {
-	live, err := t.hasInit(pin)
-	if err == nil && live {
-		return nil
-	}
+// initLost answers a start of container id, which would join a pinned
+// PID namespace that has no init left (or whose check failed: err): the
+// container falls back to the pod's PID namespace (its spec is pointed back
+// at the pod's path its record kept) or, strict, is removed. Either way the
+// pod gets a Warning Event, or the kubelet's own Failed one with the
+// refusal.
+func (t *targeter) initLost(ctx context.Context, id string, err error) error {
 	reason, why := "the target's PID namespace has no init left (the target exited after create)", reasonNamespaceGone
 	if err != nil {
 		reason, why = fmt.Sprintf("check the target's PID namespace: %v", err), reasonPinFailed
