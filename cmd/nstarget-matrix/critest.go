@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -64,14 +67,22 @@ var critestFloors = map[string]int{"containerd-1.6": 91, "containerd-1.7": 93, "
 func runCritest(ctx context.Context, bin, endpoint, junit, log string, skips []skipEntry, extra ...string) (junitResult, error) {
 	args := append([]string{
 		"-runtime-endpoint", endpoint, "-image-endpoint", endpoint,
-		"-ginkgo.junit-report", junit, "-ginkgo.no-color", "-ginkgo.timeout", "30m",
+		"-ginkgo.junit-report", junit, "-ginkgo.json-report", jsonReport(junit),
+		"-ginkgo.no-color", "-ginkgo.timeout", "30m",
+		// a spec that fails is run once more, both ways alike (ginkgo's
+		// own retry, as Kubernetes' CI runs e2e): one timing miss of an
+		// upstream spec must not decide parity; every retry is named in
+		// the output and in critest-parity-*.json
+		"-ginkgo.flake-attempts", strconv.Itoa(critestAttempts),
 	}, extra...)
 	for _, s := range skips {
 		args = append(args, "-ginkgo.skip", s.pattern)
 	}
 	// a report left by an earlier run must not stand in for this one's
-	if err := os.Remove(junit); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return junitResult{}, err
+	for _, p := range []string{junit, jsonReport(junit)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return junitResult{}, err
+		}
 	}
 	f, err := os.Create(log)
 	if err != nil {
@@ -101,6 +112,9 @@ func critestResult(runErr error, junit, log string) (junitResult, error) {
 		}
 	}
 	r, err := readJUnit(junit)
+	if err == nil {
+		r.Retried, err = readRetried(jsonReport(junit))
+	}
 	if err != nil {
 		return junitResult{}, fmt.Errorf("critest (%s) left no readable report: %w; see %s", exitText(runErr), err, log)
 	}
@@ -113,6 +127,44 @@ func critestResult(runErr error, junit, log string) (junitResult, error) {
 		return r, fmt.Errorf("critest ran no spec; see %s", log)
 	}
 	return r, nil
+}
+
+// critestAttempts is how many times a failing critest spec is run before
+// it counts as failed.
+const critestAttempts = 2
+
+// jsonReport is where ginkgo's JSON report goes, beside the JUnit one: only
+// it records how many attempts a spec took.
+func jsonReport(junit string) string { return strings.TrimSuffix(junit, ".xml") + ".json" }
+
+// readRetried reads ginkgo's JSON report for the specs that passed only on
+// a later attempt.
+func readRetried(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read ginkgo's JSON report: %w", err)
+	}
+	var reports []struct {
+		SpecReports []struct {
+			ContainerHierarchyTexts []string
+			LeafNodeText            string
+			State                   string
+			NumAttempts             int
+		}
+	}
+	if err := json.Unmarshal(b, &reports); err != nil {
+		return nil, fmt.Errorf("parse ginkgo's JSON report: %w", err)
+	}
+	var retried []string
+	for _, r := range reports {
+		for _, s := range r.SpecReports {
+			if s.State == "passed" && s.NumAttempts > 1 {
+				retried = append(retried, strings.Join(append(slices.Clone(s.ContainerHierarchyTexts), s.LeafNodeText), " "))
+			}
+		}
+	}
+	slices.Sort(retried)
+	return retried, nil
 }
 
 func exitText(err error) string {

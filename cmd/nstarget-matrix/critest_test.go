@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,7 @@ func TestRunCritestReadsItsExit(t *testing.T) {
 		{"killed", junitAllPass, "kill -9 $$", "did not finish"},
 		{"no report", "", "exit 0", "no readable report"},
 		{"ran no spec", junitNoSpecs, "exit 0", "ran no spec"},
+		{"no JSON report, so attempts unknown", junitAllPass, "exit 0 # no json", "JSON report"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -80,17 +82,64 @@ func TestRunCritestReadsItsExit(t *testing.T) {
 // -ginkgo.junit-report says, then runs ending.
 func standInCritest(t *testing.T, dir, report, ending string) string {
 	t.Helper()
-	script := "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -ginkgo.junit-report ] && out=$2; shift; done\n"
+	script := "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -ginkgo.junit-report ] && out=$2; [ \"$1\" = -ginkgo.json-report ] && json=$2; shift; done\n"
 	if report != "" {
 		src := filepath.Join(dir, "report.xml")
 		if err := os.WriteFile(src, []byte(report), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		script += "cp " + src + " \"$out\"\n"
+		if !strings.Contains(ending, "no json") {
+			script += "echo '[{\"SpecReports\": []}]' > \"$json\"\n"
+		}
 	}
 	bin := filepath.Join(dir, "critest")
 	if err := os.WriteFile(bin, []byte(script+ending+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// TestReadRetried reads a JSON report that ginkgo v2.32.1 (critest's)
+// wrote with -ginkgo.flake-attempts=2 for four specs: one passed on its
+// second attempt, one at once, one failed both, one skipped.
+func TestReadRetried(t *testing.T) {
+	got, err := readRetried("testdata/ginkgo-flake-attempts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"[k8s.io] Container passes on the second attempt"}; !slices.Equal(got, want) {
+		t.Errorf("readRetried = %q, want %q", got, want)
+	}
+	if _, err := readRetried(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("readRetried of a missing report: no error")
+	}
+}
+
+// TestRunCritestRetries: every run asks ginkgo to run a failing spec once
+// more, and writes its JSON report beside the JUnit one.
+func TestRunCritestRetries(t *testing.T) {
+	dir := t.TempDir()
+	args := filepath.Join(dir, "args")
+	bin := standInCritest(t, dir, junitAllPass, "exit 0")
+	// record the arguments before the stand-in shifts them away
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte(strings.Replace(string(b), "while", "echo \"$*\" > '"+args+"'\nwhile", 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCritest(context.Background(), bin, "unix:///nowhere.sock", filepath.Join(dir, "junit.xml"), filepath.Join(dir, "critest.log"), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-ginkgo.flake-attempts 2", "-ginkgo.json-report " + filepath.Join(dir, "junit.json")} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("critest's arguments %q lack %q", got, want)
+		}
+	}
 }

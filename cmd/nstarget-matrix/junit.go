@@ -28,6 +28,7 @@ type junitCase struct {
 type junitResult struct {
 	Passed, Failed, Skipped []string
 	Seconds                 float64
+	Retried                 []string // passed, but only on a later attempt (ginkgo's JSON report)
 }
 
 // specName drops ginkgo's "[It] " prefix.
