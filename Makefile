@@ -255,7 +255,8 @@ e2e-tools: deps build
 # (docs/reliability.md, Soak); the components' logs go to bin/soak/.
 #   make soak                            30 minutes on containerd $(CONTAINERD_24) (NRI)
 #   make soak SOAK_DURATION=3m           a smoke run
-#   make soak SOAK_BACKEND=1.7           on containerd $(CONTAINERD_17) (the Update path); any of BACKENDS
+#   make soak SOAK_BACKEND=1.7           on containerd $(CONTAINERD_17) (the Update path); any of BACKENDS,
+#                                        each with its kubelet (KUBELET_xx), the control plane $(KUBERNETES_NEWEST)
 #   make soak SOAK_SEED=N                the schedule and workload of seed N again
 #   make soak SOAK_BREAK=intents|nrigate a deliberately broken shim (build tag
 #                                        soakbreak_*): the run must FAIL
@@ -270,6 +271,7 @@ soak: deps build
 	$(GO) build -o bin/nstarget-soak ./cmd/nstarget-soak
 	./bin/nstarget-soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_BREAK),--break $(SOAK_BREAK)) \
 		--shim-binary $(BIN) --kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" \
+		--kubelet "$(call kubelet_bin,$(SOAK_BACKEND))" \
 		--etcd "$$(./hack/etcd.sh)/etcd" --containerd "$(call containerd_bin,$(SOAK_BACKEND))" \
 		--runc "$(call runc_bin,$(SOAK_BACKEND))" --logs $(CURDIR)/bin/soak $(SOAK_ARGS)
 

@@ -56,6 +56,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&cfg.Faults.Every, "fault-every", time.Minute, "about how often a fault comes")
 	flag.StringVar(&cfg.ShimBinary, "shim-binary", "bin/cri-nstarget", "the shim (ignored with --break, which builds its own)")
 	flag.StringVar(&cfg.KubeBin, "kubernetes-bin", "", "kube-apiserver, kubelet and kubectl (hack/kubernetes.sh)")
+	flag.StringVar(&cfg.Kubelet, "kubelet", "", "the kubelet (default: --kubernetes-bin's): the one paired with the backend, as nodes run them")
 	flag.StringVar(&cfg.Etcd, "etcd", "", "etcd (hack/etcd.sh)")
 	flag.StringVar(&cfg.Containerd, "containerd", "containerd", "the containerd binary (hack/containerd.sh)")
 	flag.StringVar(&cfg.Runc, "runc", "", "the runc binary (hack/runc.sh; default: containerd's PATH)")

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,7 @@ type node struct {
 	conn    *grpc.ClientConn
 	api     *api   // cluster-admin's
 	image   string // busybox, from the backend's registry
+	kubelet string // its --version, e.g. "Kubernetes v1.35.4"
 
 	// shimMu guards shim's process (its restarts, its pid); the faults
 	// hold it while they stop and start the shim, the samplers to read it.
@@ -70,9 +73,18 @@ func startNode(ctx context.Context, cfg Config) (_ *node, retErr error) {
 	if n.shim, err = harness.StartShim(ctx, cfg.ShimBinary, filepath.Join(tmp, "s"), n.backend.Containerd, flags...); err != nil {
 		return nil, fmt.Errorf("start cri-nstarget: %w", err)
 	}
-	if n.kube, err = cluster.Start(ctx, cluster.Options{Dir: kubeDir, Bin: cfg.KubeBin, Etcd: cfg.Etcd, RuntimeEndpoint: n.shim.Endpoint()}); err != nil {
+	if n.kube, err = cluster.Start(ctx, cluster.Options{Dir: kubeDir, Bin: cfg.KubeBin, Kubelet: cfg.Kubelet, Etcd: cfg.Etcd, RuntimeEndpoint: n.shim.Endpoint()}); err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
+	kubelet := cfg.Kubelet
+	if kubelet == "" {
+		kubelet = filepath.Join(cfg.KubeBin, "kubelet")
+	}
+	v, err := exec.CommandContext(ctx, kubelet, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %w", kubelet, err)
+	}
+	n.kubelet = strings.TrimSpace(string(v))
 	rc, err := clientcmd.BuildConfigFromFlags("", n.kube.Kubeconfig())
 	if err != nil {
 		return nil, err

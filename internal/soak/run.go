@@ -32,6 +32,7 @@ type Config struct {
 	Growth        Growth
 
 	ShimBinary, KubeBin, Etcd, Containerd, Runc string
+	Kubelet                                     string // "" for KubeBin's: an older one, paired with the backend as nodes run them
 	ShimFlags                                   []string
 	Logs                                        string // where the components' logs are copied, "" for nowhere
 	Out                                         io.Writer
@@ -78,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.node = n
 	r.obs = &observer{direct: n.direct, watch: r.watch, kubeletLog: n.kube.KubeletLog(), printed: map[string]string{}}
 	r.work = newWorkload(n.api, n.image, cfg.Seed, r.logf)
-	r.logf("node up: %s, the shim and a kubelet", cfg.Backend)
+	r.logf("node up: %s, the shim and a kubelet (%s)", cfg.Backend, n.kubelet)
 
 	r.soak(ctx, schedule)
 
