@@ -190,6 +190,7 @@ const (
 	targetDirect             // pid TARGET to containerd, which handles it itself (1.6: pid only)
 	targetViaUpdate          // pid TARGET through the second shim, on the Update path (NRI backends)
 	targetViaBaseline        // pid TARGET through the baseline
+	podDirect                // pid POD to containerd: with podViaShim, the proxy's hop alone
 	nKinds
 )
 
@@ -215,7 +216,7 @@ func (b *bench) target(ctx context.Context) error {
 		return err
 	}
 	var ds, creates, starts [nKinds][]time.Duration
-	kinds := []int{podViaShim, targetViaShim, targetDirect}
+	kinds := []int{podViaShim, targetViaShim, targetDirect, podDirect}
 	if b.update != nil {
 		kinds = append(kinds, targetViaUpdate)
 	}
@@ -228,6 +229,8 @@ func (b *bench) target(ctx context.Context) error {
 		switch k {
 		case podViaShim:
 			ns = &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}
+		case podDirect:
+			c, ns = direct, &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}
 		case targetDirect:
 			c = direct
 		case targetViaUpdate:
@@ -269,8 +272,14 @@ func (b *bench) target(ctx context.Context) error {
 		result{measure: "create+start, pid TARGET: containerd's own vs through the shim", sides: all, figure: vsDirect(ds)},
 		result{measure: "  CreateContainer, pid TARGET", sides: pair(creates), figure: vsDirect(creates)},
 		result{measure: "  StartContainer, pid TARGET", sides: pair(starts), figure: vsDirect(starts)},
-		result{measure: "create+start, pid POD through the shim (no targeting)", sides: [nSides]stats{sideShim: summarize(ds[podViaShim])},
+		result{measure: "create+start, pid POD through the shim (no targeting)", sides: [nSides]stats{sideDirect: summarize(ds[podDirect]), sideShim: summarize(ds[podViaShim])},
 			figure: "TARGET via shim " + diff(ds, podViaShim, targetViaShim)},
+		// what a TARGET create adds splits into the proxy's hop (POD through
+		// the shim against POD to containerd) and the targeting beyond it
+		// (TARGET against POD, through the shim and in containerd's own)
+		result{measure: "  CreateContainer, pid POD: the proxy's hop", sides: [nSides]stats{sideDirect: summarize(creates[podDirect]), sideShim: summarize(creates[podViaShim])},
+			figure: "shim " + diff(creates, podDirect, podViaShim) + "; TARGET over POD: shim " + diff(creates, podViaShim, targetViaShim) +
+				", containerd " + diff(creates, podDirect, targetDirect)},
 	)
 	// what side k adds to containerd's own create+start, against limit
 	vsOwn := func(k int, via string, limit time.Duration) outcome {
