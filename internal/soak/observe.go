@@ -97,6 +97,29 @@ func (o *observer) printedBy(ctx context.Context, id string) string {
 	return ""
 }
 
+// targetExitSlack is how much later than the debug container containerd
+// may record the exit of the target whose end killed it: the kernel kills
+// the namespace's processes as its init exits, and each exit is reaped and
+// timed by a shim of its own.
+const targetExitSlack = time.Second
+
+// endedFirst: container target had exited, in containerd's record, no
+// later than container debug (within targetExitSlack).
+func (o *observer) endedFirst(ctx context.Context, target, debug string) bool {
+	var finished [2]int64
+	for i, id := range []string{target, debug} {
+		var resp *runtimeapi.ContainerStatusResponse
+		if err := o.watch.call(ctx, "ContainerStatus", func(ctx context.Context) (err error) {
+			resp, err = o.direct.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+			return err
+		}); err != nil || resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+			return false
+		}
+		finished[i] = resp.GetStatus().GetFinishedAt()
+	}
+	return finished[0] <= finished[1]+int64(targetExitSlack)
+}
+
 // recordOf is containerd's targeting record of container id, nil if none.
 func (o *observer) recordOf(ctx context.Context, id string) (*oci.Record, string, error) {
 	var resp *runtimeapi.ContainerStatusResponse
@@ -179,6 +202,9 @@ func (o *observer) judge(ctx context.Context, d *debugReq, pod *corev1.Pod) *ver
 		}
 		if r != nil && r.Target != "" {
 			obs.TargetNS = o.printedBy(ctx, r.Target)
+			if obs.Killed = st.State.Terminated.ExitCode == 137; obs.Killed && obs.DebugNS == "" {
+				obs.TargetEndedFirst = o.endedFirst(ctx, r.Target, id)
+			}
 		}
 		out, why := Judge(obs)
 		return &verdict{req: d, outcome: out, why: why}

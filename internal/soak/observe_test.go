@@ -1,9 +1,16 @@
 package soak
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func TestFirstLine(t *testing.T) {
@@ -26,5 +33,48 @@ func TestFirstLine(t *testing.T) {
 	}
 	if got := firstLine(filepath.Join(dir, "missing.log")); got != "" {
 		t.Errorf("firstLine of a missing file = %q", got)
+	}
+}
+
+// statuses answers ContainerStatus from a table; every other method of the
+// interface is left unimplemented (nil).
+type statuses struct {
+	runtimeapi.RuntimeServiceClient
+	of map[string]*runtimeapi.ContainerStatus
+}
+
+func (s statuses) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest, _ ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error) {
+	st, ok := s.of[req.ContainerId]
+	if !ok {
+		return nil, status.Error(codes.NotFound, "no such container")
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: st}, nil
+}
+
+func TestEndedFirst(t *testing.T) {
+	exited := func(at time.Duration) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, FinishedAt: int64(time.Hour + at)}
+	}
+	for _, tc := range []struct {
+		desc          string
+		target, debug *runtimeapi.ContainerStatus
+		want          bool
+	}{
+		{"target exited 7 ms before", exited(0), exited(7 * time.Millisecond), true},
+		{"target's exit timed a little after (within the slack)", exited(500 * time.Millisecond), exited(0), true},
+		{"target exited long after", exited(5 * time.Second), exited(0), false},
+		{"target still running", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING}, exited(0), false},
+		{"target gone", nil, exited(0), false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			of := map[string]*runtimeapi.ContainerStatus{"debug": tc.debug}
+			if tc.target != nil {
+				of["target"] = tc.target
+			}
+			o := &observer{direct: statuses{of: of}, watch: &watchdog{}}
+			if got := o.endedFirst(context.Background(), "target", "debug"); got != tc.want {
+				t.Errorf("endedFirst = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -22,6 +22,13 @@ const (
 	// was a gRPC status with a code that names the refusal (not Unknown,
 	// not Internal).
 	Refused Outcome = "refused"
+	// DiedWithTarget: targeted, and killed before it printed anything
+	// because its target's instance, the init of the PID namespace it
+	// joined, exited first: the kernel kills every process of a PID
+	// namespace whose init exits (pid_namespaces(7)). containerd's own
+	// TARGET behaves the same; a container in any other namespace would
+	// have lived on.
+	DiedWithTarget Outcome = "died with its target"
 	// WrongJoin: anything else. It fails the run.
 	WrongJoin Outcome = "wrong"
 )
@@ -42,6 +49,10 @@ type Observation struct {
 	// not known). The kubelet shows only a status's message on the pod, and
 	// logs the code (see kubeletCode).
 	Error, Code string
+	// Killed: it ended by SIGKILL (exit 137); TargetEndedFirst: the target
+	// instance its record names had exited by then (containerd's exit
+	// times, within targetExitSlack).
+	Killed, TargetEndedFirst bool
 }
 
 // Judge is the oracle: the outcome, and in words why.
@@ -63,6 +74,9 @@ func Judge(o Observation) (Outcome, string) {
 		return WrongJoin, "the targeting record has no pid entry"
 	}
 	if !nsRE.MatchString(o.DebugNS) {
+		if r.Result == oci.Targeted && o.Killed && o.TargetEndedFirst {
+			return DiedWithTarget, "killed as its target's PID namespace ended, before it printed"
+		}
 		return WrongJoin, fmt.Sprintf("record %s, but the debug container printed no PID namespace (%q; error %q)", r.Result, o.DebugNS, o.Error)
 	}
 	switch r.Result {

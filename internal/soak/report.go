@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -64,8 +65,8 @@ func (r *Report) Print(w io.Writer) {
 	if r.Break != "" {
 		fmt.Fprintf(w, ", BROKEN BUILD %s", r.Break)
 	}
-	fmt.Fprintf(w, "\npods made %d, debug containers asked for %d, judged %d (targeted %d, fallback %d, refused %d, wrong %d), lost with their pod %d\n",
-		r.PodsMade, r.DebugMade, r.judged(), r.Outcomes[Joined], r.Outcomes[FellBack], r.Outcomes[Refused], r.Outcomes[WrongJoin], r.Lost)
+	fmt.Fprintf(w, "\npods made %d, debug containers asked for %d, judged %d (targeted %s, fallback %d, refused %d, wrong %d), lost with their pod %d\n",
+		r.PodsMade, r.DebugMade, r.judged(), r.targeted(), r.Outcomes[FellBack], r.Outcomes[Refused], r.Outcomes[WrongJoin], r.Lost)
 	fmt.Fprintf(w, "reasons: %s\n", formatCounts(r.Reasons))
 	fmt.Fprintf(w, "faults: %s\n", r.faults())
 	fmt.Fprintf(w, "longest recovery %s (%s), bound %s\n", r.Longest.Round(100*time.Millisecond), r.LongestOf, r.Recovery)
@@ -143,7 +144,17 @@ func (r *Report) Row() string {
 	if r.Break != "" {
 		name += ", " + r.Break
 	}
-	return fmt.Sprintf("| %s | %d | %s | %d | %d | %d / %d / %d | %s | %d | %d | %s | %s | %s | %s | %s |",
-		r.Duration, r.Seed, name, r.PodsMade, r.DebugMade, r.Outcomes[Joined], r.Outcomes[FellBack], r.Outcomes[Refused],
+	return fmt.Sprintf("| %s | %d | %s | %d | %d | %s / %d / %d | %s | %d | %d | %s | %s | %s | %s | %s |",
+		r.Duration, r.Seed, name, r.PodsMade, r.DebugMade, r.targeted(), r.Outcomes[FellBack], r.Outcomes[Refused],
 		r.faults(), len(r.WrongJoins), len(r.Leaks), r.Longest.Round(100*time.Millisecond), rss, fds, gs, res)
+}
+
+// targeted counts the debug containers that joined their target, and
+// those of them that died with it before they printed.
+func (r *Report) targeted() string {
+	n := strconv.Itoa(r.Outcomes[Joined] + r.Outcomes[DiedWithTarget])
+	if d := r.Outcomes[DiedWithTarget]; d > 0 {
+		n += fmt.Sprintf(" (%d died with their target)", d)
+	}
+	return n
 }

@@ -221,6 +221,8 @@ func (r *run) record(v *verdict) {
 	switch v.outcome {
 	case FellBack, Refused:
 		r.rep.Reasons[string(v.outcome)+" "+v.why]++
+	case DiedWithTarget:
+		r.logf("died with its target: %s/%s --target=%s: %s", d.pod, d.name, d.target, v.why)
 	case WrongJoin:
 		r.rep.WrongJoins = append(r.rep.WrongJoins, fmt.Sprintf("%s/%s --target=%s (target killed: %v): %s", d.pod, d.name, d.target, d.killed, v.why))
 		r.logf("WRONG: %s/%s --target=%s: %s", d.pod, d.name, d.target, v.why)
