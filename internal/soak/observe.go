@@ -81,11 +81,8 @@ func (o *observer) printedBy(ctx context.Context, id string) string {
 	if ok {
 		return ns
 	}
-	var resp *runtimeapi.ContainerStatusResponse
-	if err := o.watch.call(ctx, "ContainerStatus", func(ctx context.Context) (err error) {
-		resp, err = o.direct.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-		return err
-	}); err != nil {
+	resp, err := o.status(ctx, id, false)
+	if err != nil {
 		return ""
 	}
 	if ns = firstLine(resp.GetStatus().GetLogPath()); strings.HasPrefix(ns, "pid:[") {
@@ -108,11 +105,8 @@ const targetExitSlack = time.Second
 func (o *observer) endedFirst(ctx context.Context, target, debug string) bool {
 	var finished [2]int64
 	for i, id := range []string{target, debug} {
-		var resp *runtimeapi.ContainerStatusResponse
-		if err := o.watch.call(ctx, "ContainerStatus", func(ctx context.Context) (err error) {
-			resp, err = o.direct.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-			return err
-		}); err != nil || resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+		resp, err := o.status(ctx, id, false)
+		if err != nil || resp.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
 			return false
 		}
 		finished[i] = resp.GetStatus().GetFinishedAt()
@@ -120,13 +114,20 @@ func (o *observer) endedFirst(ctx context.Context, target, debug string) bool {
 	return finished[0] <= finished[1]+int64(targetExitSlack)
 }
 
+// status is containerd's ContainerStatus of container id, under the
+// watchdog.
+func (o *observer) status(ctx context.Context, id string, verbose bool) (resp *runtimeapi.ContainerStatusResponse, err error) {
+	err = o.watch.call(ctx, "ContainerStatus", func(ctx context.Context) (err error) {
+		resp, err = o.direct.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose})
+		return err
+	})
+	return resp, err
+}
+
 // recordOf is containerd's targeting record of container id, nil if none.
 func (o *observer) recordOf(ctx context.Context, id string) (*oci.Record, string, error) {
-	var resp *runtimeapi.ContainerStatusResponse
-	if err := o.watch.call(ctx, "ContainerStatus", func(ctx context.Context) (err error) {
-		resp, err = o.direct.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
-		return err
-	}); err != nil {
+	resp, err := o.status(ctx, id, true)
+	if err != nil {
 		return nil, "", err
 	}
 	var info struct {
