@@ -68,18 +68,42 @@ func (c containerdAPI) TaskPID(ctx context.Context, id string) (uint32, error) {
 // with that id: none at all, a pod sandbox's, or one made outside the CRI.
 var errNotCRIContainer = errors.New("no such CRI container")
 
-// criContainer is what containerd's own metadata tells of a CRI container.
+// criContainer is what containerd's own API tells of a CRI container: its
+// metadata, and its task.
 type criContainer struct {
 	Sandbox string // its pod sandbox's id
 	Name    string // its name in the CRI (config.metadata.name); "" if not recorded
+	// PID is its running task's pid; PIDErr, when not nil, why there is
+	// none: errTaskNotRunning (a taskStatusError when it has a task), or
+	// containerd's error.
+	PID    uint32
+	PIDErr error
 }
 
 // CRIContainer returns the pod sandbox and name of the CRI container with
 // the full id id, read from containerd's own metadata (one read; the CRI's
-// ListContainers costs more). Both are what the CRI plugin wrote in the
-// container's spec (annotations io.kubernetes.cri.sandbox-id and
+// ListContainers costs more), and its task's pid, read at the same time.
+// Sandbox and name are what the CRI plugin wrote in the container's spec
+// (annotations io.kubernetes.cri.sandbox-id and
 // io.kubernetes.cri.container-name, containerd 1.6 and 2.x alike).
 func (c containerdAPI) CRIContainer(ctx context.Context, id string) (criContainer, error) {
+	type pidAnswer struct {
+		pid uint32
+		err error
+	}
+	task := make(chan pidAnswer, 1)
+	go func() {
+		pid, err := c.TaskPID(ctx, id)
+		task <- pidAnswer{pid, err}
+	}()
+	cc, err := c.criMetadata(ctx, id)
+	a := <-task
+	cc.PID, cc.PIDErr = a.pid, a.err
+	return cc, err
+}
+
+// criMetadata is CRIContainer's read of the container's metadata.
+func (c containerdAPI) criMetadata(ctx context.Context, id string) (criContainer, error) {
 	resp, err := c.containers.Get(c.withNamespace(ctx), &containers.GetContainerRequest{ID: id})
 	if status.Code(err) == codes.NotFound {
 		return criContainer{}, fmt.Errorf("containerd container %q: %w", id, errNotCRIContainer)

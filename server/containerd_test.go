@@ -37,16 +37,23 @@ func TestTaskPID(t *testing.T) {
 }
 
 // The target's pod sandbox comes from containerd's metadata, whatever other
-// labels the container carries: one that is not UTF-8 does not stop it.
+// labels the container carries: one that is not UTF-8 does not stop it; its
+// task's pid, or why there is none, comes with it.
 func TestCRIContainer(t *testing.T) {
 	f, api := newFakeContainerd(t)
 	spec := &specs.Spec{Annotations: map[string]string{criSandboxAnnotation: "sb1", criNameAnnotation: "app"}}
 	f.ctrs["app"] = &containers.Container{ID: "app", Labels: map[string]string{criKindLabel: "container", "odd": "~X4~"}, Spec: specAny(t, spec)}
 	f.ctrs["pod"] = &containers.Container{ID: "pod", Labels: map[string]string{criKindLabel: "sandbox"}, Spec: specAny(t, spec)}
 	f.ctrs["bare"] = &containers.Container{ID: "bare", Labels: map[string]string{criKindLabel: "container"}, Spec: specAny(t, &specs.Spec{})}
+	f.procs["app"] = &task.Process{Pid: 42, Status: task.Status_RUNNING}
 	ctx := context.Background()
-	if c, err := api.CRIContainer(ctx, "app"); c != (criContainer{Sandbox: "sb1", Name: "app"}) || err != nil {
+	if c, err := api.CRIContainer(ctx, "app"); c != (criContainer{Sandbox: "sb1", Name: "app", PID: 42}) || err != nil {
 		t.Errorf("CRI container with a label that is not UTF-8: %+v, %v", c, err)
+	}
+	// its task is read with it: none is the reason there is no pid
+	f.procs["app"] = &task.Process{Pid: 42, Status: task.Status_STOPPED}
+	if c, err := api.CRIContainer(ctx, "app"); c.Sandbox != "sb1" || !errors.Is(c.PIDErr, errTaskNotRunning) || err != nil {
+		t.Errorf("CRI container whose task stopped: %+v, %v", c, err)
 	}
 	for _, id := range []string{"pod", "none"} {
 		if _, err := api.CRIContainer(ctx, id); !errors.Is(err, errNotCRIContainer) {

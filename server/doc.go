@@ -17,16 +17,23 @@
 //
 // Where things are, in the order a TARGET create goes through them:
 //
-//	container_create.go  createContainer and createTargeted, the create top
-//	                   to bottom: prepare, record the intent, forward (the NRI
-//	                   retries apart), point (the NRI answer's, or the spec
-//	                   through containerd's API), report; each acquisition
-//	                   followed by its undo, deferred on retErr
+//	container_create.go  createContainer, the hook: the request read off the
+//	                   wire, planned, and handed to createTargeted, or
+//	                   forwarded as it came
 //	target_plan.go     plan: what a request asks for (planFor), validated
+//	target_create.go   createTargeted, the targeted create top to bottom:
+//	                   prepare, record the intent, forward, point (the NRI
+//	                   answer's, or the spec through containerd's API),
+//	                   report; each acquisition followed by its undo,
+//	                   deferred on retErr
 //	target_prepare.go  the resolved target (target) and its preparation:
-//	                   resolve, the pid, the namespaces opened through a
-//	                   pidfd, the pid confirmed; opened by prepare, closed by
-//	                   the create
+//	                   the target found with its pid (one call to
+//	                   containerd's API for a full id), the namespaces opened
+//	                   through a pidfd, the pid confirmed; opened by prepare,
+//	                   closed by the create
+//	target_forward.go  the forward: the request rewritten (POD, the NRI
+//	                   token), sent, its NRI event settled, and the retries
+//	                   without NRI
 //	nri_answer.go      the NRI answer and its state (nriAnswer): registered
 //	                   before the forward, run inside containerd's create
 //	target_decide.go   the decision (decision): what is decided before the
@@ -53,7 +60,8 @@
 //	targeter.go        the targeter: the hooks' dependencies, small interfaces
 //	container_start.go, container_remove.go, sandbox_remove.go  the other hooks
 //	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), wiring
-//	containerd.go      containerd's own API: task pids, stored specs
+//	containerd.go      containerd's own API: a CRI container with its task's
+//	                   pid, task pids, stored specs
 //	failpoint*.go      crash points for the crash tests (build tag failpoints)
 //	errors.go, reasons.go  coded errors and the mappings to codes (codeOf),
 //	                   fallback reasons

@@ -103,10 +103,16 @@ type flight struct {
 }
 
 // begin writes rec down before the create is forwarded.
-func (r *reconciler) begin(rec intents.Record) (*flight, error) {
+// It is in flight from before the write, so that no reconcile takes it
+// for a crashed create's.
+func (r *reconciler) begin(rec intents.Record) (_ *flight, retErr error) {
 	r.flights.add(rec.ID)
+	defer func() {
+		if retErr != nil {
+			r.flights.done(rec.ID)
+		}
+	}()
 	if err := r.intents.Put(rec); err != nil {
-		r.flights.done(rec.ID)
 		return nil, preconditionf("container %q: write the intent record under the state dir: %w", rec.Name, err)
 	}
 	return &flight{r: r, record: rec}, nil

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -168,4 +170,24 @@ func TestReconcileRetries(t *testing.T) {
 	r.backend.removeErr = nil
 	r.backend.mu.Unlock()
 	waitFor(t, "the background reconcile to remove the container", func() bool { return r.backendContainers() == 0 && len(r.intents(t)) == 0 })
+}
+
+// TestBeginUndone: a record that cannot be written refuses the create
+// (FailedPrecondition) and leaves nothing in flight, so that the reconciler
+// and the stale-pin sweep are not held off by a create that never began.
+func TestBeginUndone(t *testing.T) {
+	r := newRig(t, false)
+	recon := r.server.target.recon
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recon.intents = intents.New(filepath.Join(file, "intents")) // under a file: cannot be made
+	rec := intents.Record{ID: "r1", Sandbox: "pod", Name: "debugger"}
+	if _, err := recon.begin(rec); status.Code(toStatus(err)) != codes.FailedPrecondition {
+		t.Fatalf("begin = %v, want FailedPrecondition", err)
+	}
+	if recon.flights.has(rec.ID) {
+		t.Error("a record never written is left in flight")
+	}
 }

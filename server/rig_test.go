@@ -783,11 +783,17 @@ func (s *sink) posted() []events.Event {
 	return append([]events.Event(nil), s.got...)
 }
 
-type lookupFunc func(id string) (string, error)
+// fakeLookup is containerd's metadata of the targets: each is in the
+// sandbox that sandbox answers, and its task is tasks'.
+type fakeLookup struct {
+	sandbox func(id string) (string, error)
+	tasks   taskLookup
+}
 
-func (f lookupFunc) CRIContainer(_ context.Context, id string) (criContainer, error) {
-	sb, err := f(id)
-	return criContainer{Sandbox: sb, Name: "app"}, err
+func (f fakeLookup) CRIContainer(ctx context.Context, id string) (criContainer, error) {
+	sb, err := f.sandbox(id)
+	pid, pidErr := f.tasks.TaskPID(ctx, id)
+	return criContainer{Sandbox: sb, Name: "app", PID: pid, PIDErr: pidErr}, err
 }
 
 // flakyCRI is the backend's CRI, or down.

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"errors"
+	"fmt"
+
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/criwire"
@@ -24,8 +27,17 @@ type unknownMode struct {
 
 // planFor validates the namespace options of a CreateContainer request and
 // returns nil when the shim has nothing to do (no TARGET, no unknown mode).
+// A request it cannot honour is the caller's error, InvalidArgument.
 func planFor(req criwire.Create) (*plan, error) {
-	opts := req.Namespaces
+	p, err := readPlan(req.Namespaces)
+	if err != nil {
+		return nil, invalidf("container %q: %w", req.Name, err)
+	}
+	return p, nil
+}
+
+// readPlan is planFor's reading of the options (opts; nil: none).
+func readPlan(opts *criwire.Namespaces) (*plan, error) {
 	if opts == nil {
 		return nil, nil
 	}
@@ -38,24 +50,24 @@ func planFor(req criwire.Create) (*plan, error) {
 		case runtimeapi.NamespaceMode_POD, runtimeapi.NamespaceMode_CONTAINER, runtimeapi.NamespaceMode_NODE:
 		case runtimeapi.NamespaceMode_TARGET:
 			if o.kind == "network" {
-				return nil, invalidf("container %q: NamespaceMode TARGET is not supported for the network namespace (allowed: pid, ipc); all containers of a pod share its network namespace", req.Name)
+				return nil, errors.New("NamespaceMode TARGET is not supported for the network namespace (allowed: pid, ipc); all containers of a pod share its network namespace")
 			}
 			p.kinds = append(p.kinds, namespaces.Kind(o.kind))
 		default:
 			p.unknown = append(p.unknown, unknownMode{kind: o.kind, mode: o.mode})
 		}
 	}
-	if len(p.kinds) == 0 && len(p.unknown) == 0 {
+	switch {
+	case len(p.kinds) == 0 && len(p.unknown) == 0:
 		return nil, nil
+	case len(p.kinds) == 0:
+		return p, nil
+	case opts.TargetID == "":
+		return nil, fmt.Errorf("NamespaceMode TARGET for %v: target_id is required", p.kinds)
 	}
-	if len(p.kinds) > 0 {
-		if opts.TargetID == "" {
-			return nil, invalidf("container %q: NamespaceMode TARGET for %v: target_id is required", req.Name, p.kinds)
-		}
-		if err := pins.ValidateID(opts.TargetID); err != nil {
-			return nil, invalidf("container %q: NamespaceMode TARGET for %v: target_id %w", req.Name, p.kinds, err)
-		}
-		p.target = opts.TargetID
+	if err := pins.ValidateID(opts.TargetID); err != nil {
+		return nil, fmt.Errorf("NamespaceMode TARGET for %v: target_id %w", p.kinds, err)
 	}
+	p.target = opts.TargetID
 	return p, nil
 }

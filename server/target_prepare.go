@@ -89,62 +89,63 @@ func (pr *preparation) close() {
 	}
 }
 
-// resolve is the preparation itself.
+// resolve is the preparation itself: the target found, in the request's
+// pod (req), with its pid; its namespaces opened through that pid, which
+// is then confirmed in the background.
 func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *plan) (*target, error) {
-	// The target's pid is asked for while the target is resolved: target_id
-	// is the full id but for a prefix, which means asking again.
-	early := make(chan pidAnswer, 1)
-	go func() {
-		pid, err := t.tasks.TaskPID(ctx, p.target)
-		early <- pidAnswer{pid, err}
-	}()
-	ctr, err := t.resolveTarget(ctx, req, p.target)
-	if err != nil {
+	name, sandbox := req.Name, req.SandboxID
+	c, err := t.findTarget(ctx, name, p.target)
+	switch {
+	case err != nil:
 		return nil, err
+	case c.ctr == nil:
+		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, p.target)
+	}
+	ctr := c.ctr
+	if same, err := t.samePod(ctx, sandbox, ctr.GetPodSandboxId()); err != nil {
+		return nil, fmt.Errorf("container %q: resolve pod sandbox %q: %w", name, sandbox, err)
+	} else if !same {
+		return nil, preconditionf("container %q in pod sandbox %q: target container %q belongs to pod sandbox %q; a container can only target a container of its own pod",
+			name, sandbox, ctr.GetId(), ctr.GetPodSandboxId())
 	}
 	tg := &target{id: ctr.GetId(), name: ctr.GetMetadata().GetName(), sandbox: ctr.GetPodSandboxId(), confirm: func() error { return nil }}
-	pid, f := t.targetPID(ctx, ctr, p.target, early)
-	if f == nil {
-		f = tg.open(pid, p.kinds, t.openNS)
+	if tg.failed = c.failure(); tg.failed == nil {
+		tg.failed = tg.open(c.pid, p.kinds, t.openNS)
 	}
-	if f != nil {
-		tg.failed = f
-		return tg, nil
+	if tg.failed == nil {
+		tg.confirm = t.confirmation(lctx, tg.id, c.pid)
 	}
-	tg.confirm = t.confirmation(lctx, tg.id, pid)
 	return tg, nil
 }
 
-type pidAnswer struct {
-	pid uint32
-	err error
+// found is the target as findTarget found it: its container (nil: there
+// is none), and its task's pid, or why there is none (pidErr).
+type found struct {
+	ctr    *runtimeapi.Container
+	pid    uint32
+	pidErr error
 }
 
-// targetPID is the running target ctr's pid: early's answer when asked for
-// the id the target resolved to (asked), else asked again. A target that
-// is not running, or whose pid cannot be had, is a failure.
-func (t *targeter) targetPID(ctx context.Context, ctr *runtimeapi.Container, asked string, early <-chan pidAnswer) (uint32, *failure) {
-	if st := ctr.GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return 0, &failure{why: reasonTargetNotRunning, code: codes.FailedPrecondition, reason: fmt.Sprintf("target is %s, not running", st)}
+// failure is why the namespaces of the target found cannot be opened: it
+// is not running, or its pid cannot be had; nil when they can be.
+func (c found) failure() *failure {
+	if st := c.ctr.GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return &failure{why: reasonTargetNotRunning, code: codes.FailedPrecondition, reason: fmt.Sprintf("target is %s, not running", st)}
 	}
-	a := <-early
-	if ctr.GetId() != asked {
-		a.pid, a.err = t.tasks.TaskPID(ctx, ctr.GetId())
+	if c.pidErr == nil {
+		return nil
 	}
-	if a.err == nil {
-		return a.pid, nil
-	}
-	if why := whyNoPID(a.err); why == reasonTargetNotRunning {
+	if why := whyNoPID(c.pidErr); why == reasonTargetNotRunning {
 		// containerd's metadata knows the container, but it has no
 		// running task: it exited (or never started). Said without ids:
 		// strict mode's refusal, which the kubelet shows, says it too.
 		var st taskStatusError
-		if errors.As(a.err, &st) {
-			return 0, &failure{why: why, code: codes.FailedPrecondition, reason: "target is not running: containerd's task for it is " + st.status.String()}
+		if errors.As(c.pidErr, &st) {
+			return &failure{why: why, code: codes.FailedPrecondition, reason: "target is not running: containerd's task for it is " + st.status.String()}
 		}
-		return 0, &failure{why: why, code: codes.FailedPrecondition, reason: "target is not running: containerd has no task for it (it exited, or never started)"}
+		return &failure{why: why, code: codes.FailedPrecondition, reason: "target is not running: containerd has no task for it (it exited, or never started)"}
 	}
-	return 0, &failure{why: whyNoPID(a.err), code: codeOf(a.err), reason: fmt.Sprintf("find the target's process: %v", a.err)}
+	return &failure{why: whyNoPID(c.pidErr), code: codeOf(c.pidErr), reason: fmt.Sprintf("find the target's process: %v", c.pidErr)}
 }
 
 // open opens kinds of the namespaces of the target's process pid. The pid
@@ -194,57 +195,41 @@ func (t *targeter) confirmPID(ctx context.Context, target string, pid uint32) er
 	return nil
 }
 
-// resolveTarget finds the target, also resolving an unambiguous id prefix
-// to the full id, and checks that it is in the request's pod.
-func (t *targeter) resolveTarget(ctx context.Context, req criwire.Create, id string) (*runtimeapi.Container, error) {
-	name, sandbox := req.Name, req.SandboxID
-	ctr, err := t.findTarget(ctx, name, id)
-	if err != nil {
-		return nil, err
-	}
-	if ctr == nil {
-		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, id)
-	}
-	same, err := t.samePod(ctx, sandbox, ctr.GetPodSandboxId())
-	if err != nil {
-		return nil, fmt.Errorf("container %q: resolve pod sandbox %q: %w", name, sandbox, err)
-	}
-	if !same {
-		return nil, preconditionf("container %q in pod sandbox %q: target container %q belongs to pod sandbox %q; a container can only target a container of its own pod",
-			name, sandbox, ctr.GetId(), ctr.GetPodSandboxId())
-	}
-	return ctr, nil
-}
-
-// findTarget looks the target up (nil: there is none). A full id is looked
-// up in containerd's own metadata, one read where the CRI's ListContainers
-// costs more; whether it runs is then the task's to say (TaskPID). An id
-// prefix, or containerd's API failing, goes through the backend's CRI.
-func (t *targeter) findTarget(ctx context.Context, name, id string) (*runtimeapi.Container, error) {
+// findTarget looks the target (id) up, with its task's pid. A full id is
+// looked up in containerd's own metadata, its task read at the same time:
+// two reads where the CRI's ListContainers costs more, and whether it runs
+// is the task's to say. An id prefix, or containerd's API failing, goes
+// through the backend's CRI, and the pid is then asked for the full id.
+func (t *targeter) findTarget(ctx context.Context, name, id string) (found, error) {
 	if t.lookup != nil && isFullID(id) {
 		c, err := t.lookup.CRIContainer(ctx, id)
 		switch {
 		case errors.Is(err, errNotCRIContainer):
-			return nil, nil
+			return found{}, nil
 		case err == nil:
 			// RUNNING as far as the CRI goes: the task's state decides
-			return &runtimeapi.Container{Id: id, PodSandboxId: c.Sandbox, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name},
-				State: runtimeapi.ContainerState_CONTAINER_RUNNING}, nil
+			return found{ctr: &runtimeapi.Container{Id: id, PodSandboxId: c.Sandbox, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name},
+				State: runtimeapi.ContainerState_CONTAINER_RUNNING}, pid: c.PID, pidErr: c.PIDErr}, nil
 		}
 		t.log.WithError(err).WithField("target", id).Debug("resolve the target through containerd's API; through its CRI instead")
 	}
 	resp, err := t.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
 	if err != nil {
-		return nil, fmt.Errorf("container %q: resolve target %q: %w", name, id, err)
+		return found{}, fmt.Errorf("container %q: resolve target %q: %w", name, id, err)
 	}
+	var c found
 	switch cs := resp.GetContainers(); len(cs) {
 	case 0:
-		return nil, nil
+		return found{}, nil
 	case 1:
-		return cs[0], nil
+		c.ctr = cs[0]
 	default:
-		return nil, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
+		return found{}, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
 	}
+	if c.ctr.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		c.pid, c.pidErr = t.tasks.TaskPID(ctx, c.ctr.GetId())
+	}
+	return c, nil
 }
 
 // isFullID: 64 lowercase hex digits, the ids containerd's CRI gives.

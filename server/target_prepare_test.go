@@ -8,17 +8,20 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
 // A target given by its full id is resolved through containerd's own
 // metadata, not the CRI's ListContainers: another pod's is refused, one
 // that is no CRI container (a sandbox, say) is NotFound, and when
-// containerd's API fails the CRI resolves it after all.
+// containerd's API fails the CRI resolves it after all. Either way its
+// namespaces are opened through its task's pid.
 func TestResolveFullID(t *testing.T) {
 	full := strings.Repeat("ab", 32)
 	for _, tc := range []struct {
 		name      string
-		lookup    lookupFunc
+		lookup    func(string) (string, error)
 		code      codes.Code
 		listCalls int
 	}{
@@ -29,11 +32,19 @@ func TestResolveFullID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, false)
-			r.server.target.lookup = tc.lookup
+			r.server.target.lookup = fakeLookup{sandbox: tc.lookup, tasks: r.server.target.tasks}
 			r.addTarget(full, "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+			open, opened := r.server.target.openNS, 0
+			r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+				opened = pid
+				return open(pid, kinds)
+			}
 			_, err := r.create(t, createReq("sb1", pidTarget(full)))
 			if status.Code(err) != tc.code {
 				t.Fatalf("create = %v, want %v", err, tc.code)
+			}
+			if err == nil && opened != 4242 {
+				t.Errorf("namespaces opened through pid %d, want the task's, 4242", opened)
 			}
 			if n := r.backendCalls("ListContainers"); n != tc.listCalls {
 				t.Errorf("ListContainers called %d times, want %d", n, tc.listCalls)
