@@ -233,3 +233,38 @@ func TestContainerID(t *testing.T) {
 		t.Error("read an id from a truncated message")
 	}
 }
+
+// TestReadForwarded: the read and the forms in one step; forms only for a
+// request the shim acts on, whose Annotated form carries the annotation
+// and Plain not.
+func TestReadForwarded(t *testing.T) {
+	token := Annotation{Key: "io.cri-nstarget.request", Value: "t0k3n"}
+	for _, tc := range []struct {
+		desc       string
+		in         []byte
+		plain, ann []byte // nil: no forms
+	}{
+		{"pid TARGET", request(config(msg(vint(nsPID, 3), str(nsTargetID, "app")))),
+			request(config(msg(vint(nsPID, 0)))), request(config(msg(vint(nsPID, 0)), kv(configAnnotations, token.Key, token.Value)))},
+		{"an unknown mode", request(config(msg(vint(nsIPC, 9)))),
+			request(config(msg(vint(nsIPC, 0)))), request(config(msg(vint(nsIPC, 0)), kv(configAnnotations, token.Key, token.Value)))},
+		{"POD and CONTAINER, a target_id: as it came", request(config(msg(vint(nsPID, 1), str(nsTargetID, "app")))), nil, nil},
+		{"no namespace_options: as it came", request(config(nil)), nil, nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c, fw, err := ReadForwarded(tc.in, token)
+			if want, _ := ReadCreate(tc.in); err != nil || !equalCreate(c, want) {
+				t.Fatalf("read %+v (%v), want %+v", c, err, want)
+			}
+			switch {
+			case tc.plain == nil && fw != nil:
+				t.Errorf("forms %q for a request the backend gets as it came", fw)
+			case tc.plain != nil && (fw == nil || !bytes.Equal(fw.Plain, tc.plain) || !bytes.Equal(fw.Annotated, tc.ann)):
+				t.Errorf("forms %q, want %q and %q", fw, tc.plain, tc.ann)
+			}
+		})
+	}
+	if _, _, err := ReadForwarded([]byte{0xff}); err == nil {
+		t.Error("bytes that are not protobuf read")
+	}
+}

@@ -18,6 +18,11 @@
 // unknown field. A message that is not well-formed protobuf is an error; the
 // shim then forwards it untouched and lets the backend answer it.
 //
+// A CreateContainerRequest is read and, when the shim acts on it, rewritten
+// in one step (ReadForwarded): its forms with and without the annotation
+// the shim adds, so that a create that goes again without NRI needs no
+// second rewrite.
+//
 // The field numbers are cri-api's (runtime/v1/api.proto); a test checks them
 // against the descriptors of the cri-api this module builds with.
 package criwire

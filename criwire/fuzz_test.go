@@ -1,6 +1,7 @@
 package criwire
 
 import (
+	"bytes"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -11,7 +12,8 @@ import (
 // arbitrary bytes: what ReadCreate reads is what protobuf-go decodes; a
 // message ReadCreate refuses, protobuf-go refuses too; and a rewritten
 // request decodes to the original with TARGET and unknown modes POD, no
-// target_id and the added annotation, nothing else changed. Messages that
+// target_id and the added annotation, nothing else changed; ReadForwarded
+// reads the same, with the rewrites as its forms (checkForwarded). Messages that
 // protobuf-go refuses only for strings that are not UTF-8 are held to the
 // reader alone: the rewrite must read back the same but for the modes.
 func FuzzCreate(f *testing.F) {
@@ -49,6 +51,7 @@ func FuzzCreate(f *testing.F) {
 				t.Fatalf("read %+v %+v, protobuf-go %+v %+v", c, c.Namespaces, want, want.Namespaces)
 			}
 		}
+		checkForwarded(t, b, c, Annotation{key, value})
 		out, err := RewriteCreate(b, Annotation{key, value})
 		if (err == errNoConfig) != !hasConfig(b) {
 			t.Fatalf("rewrite: %v", err)
@@ -97,6 +100,29 @@ func FuzzCreate(f *testing.F) {
 			t.Fatalf("the rewrite changed more than the modes and the annotation:\n got %v\nwant %v", typedOut, typed)
 		}
 	})
+}
+
+// checkForwarded holds ReadForwarded to ReadCreate (c, what b reads) and
+// RewriteCreate: it reads the same, and its forms are the rewrites, with and
+// without add, exactly when a namespace mode is not POD, CONTAINER or NODE.
+func checkForwarded(t *testing.T, b []byte, c Create, add Annotation) {
+	t.Helper()
+	rc, fw, err := ReadForwarded(b, add)
+	if err != nil || !equalCreate(rc, c) {
+		t.Fatalf("ReadForwarded read %+v (%v), ReadCreate %+v", rc, err, c)
+	}
+	ns := c.Namespaces
+	if acts := ns != nil && !(Known(ns.PID) && Known(ns.IPC) && Known(ns.Network)); acts != (fw != nil) {
+		t.Fatalf("forms %v for a request the shim acts on: %v", fw, acts)
+	}
+	if fw == nil {
+		return
+	}
+	plain, perr := RewriteCreate(b)
+	annotated, aerr := RewriteCreate(b, add)
+	if perr != nil || aerr != nil || !bytes.Equal(fw.Plain, plain) || !bytes.Equal(fw.Annotated, annotated) {
+		t.Fatalf("forms %x / %x, rewrites %x (%v) / %x (%v)", fw.Plain, fw.Annotated, plain, perr, annotated, aerr)
+	}
 }
 
 // hasConfig: b holds a config field (as a length-delimited field).

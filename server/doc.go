@@ -18,8 +18,9 @@
 // Where things are, in the order a TARGET create goes through them:
 //
 //	container_create.go  createContainer, the hook: the request read off the
-//	                   wire, planned, and handed to createTargeted, or
-//	                   forwarded as it came
+//	                   wire with its forwarded forms (one criwire step, the
+//	                   NRI token drawn before it), planned, and handed to
+//	                   createTargeted, or forwarded as it came
 //	target_plan.go     plan: what a request asks for (planFor), validated
 //	target_create.go   createTargeted, the targeted create top to bottom:
 //	                   prepare, record the intent, forward, point (the NRI
@@ -31,9 +32,10 @@
 //	                   containerd's API for a full id), the namespaces opened
 //	                   through a pidfd, the pid confirmed; opened by prepare,
 //	                   closed by the create
-//	target_forward.go  the forward: the request rewritten (POD, the NRI
-//	                   token), sent, its NRI event settled, and the retries
-//	                   without NRI
+//	target_forward.go  the forward, in one try or two: each registers its
+//	                   NRI answer, sends the request's form for it, and
+//	                   settles the event; the second try is the retry
+//	                   without NRI's adjustment
 //	nri_answer.go      the NRI answer and its state (nriAnswer): registered
 //	                   before the forward, run inside containerd's create
 //	target_decide.go   the decision (decision): what is decided before the

@@ -23,26 +23,26 @@ type nriAnswer struct {
 // answerFunc answers an event (c) into a.
 type answerFunc func(a *nriAnswer, c *nriapi.Container) (*nriapi.ContainerAdjustment, error)
 
-// expectNRI registers a create whose request names sandbox (in full, or as
-// a unique prefix) and the container name with the NRI plugin: containerd's
-// event for the container it makes is answered by answer. It returns the
-// token the request is to carry and the answer's state; neither when NRI is
-// not usable now (the Update path).
-func (t *targeter) expectNRI(sandbox, name string, answer answerFunc) (string, *nriAnswer) {
-	if t.nri == nil {
-		return "", nil
+// expectNRI registers with the NRI plugin a create whose request carries
+// token and names sandbox (in full, or as a unique prefix) and the container
+// name: containerd's event for the container it makes is answered by
+// answer. It returns the answer's state; nil without a token, or when NRI is
+// not usable now (the Update path). A token settled is registered again for
+// the create's next try.
+func (t *targeter) expectNRI(token, sandbox, name string, answer answerFunc) *nriAnswer {
+	if token == "" {
+		return nil
 	}
 	a := &nriAnswer{}
-	token := nriplugin.NewToken()
 	adjust := func(c *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
 		defer func(start time.Time) { a.took = time.Since(start) }(time.Now())
 		a.id = c.GetId()
 		return answer(a, c)
 	}
 	if !t.nri.Expect(token, &nriplugin.Call{Sandbox: sandbox, Name: name, Adjust: adjust}) {
-		return "", nil
+		return nil
 	}
-	return token, a
+	return a
 }
 
 // answerTargeting answers the event of the container the backend makes for

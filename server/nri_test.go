@@ -103,8 +103,8 @@ func TestCreateNRIRefusedByTheRuntime(t *testing.T) {
 }
 
 // Another NRI plugin sets the pid namespace too: NRI fails the create, the
-// other plugin wins, and the shim's answer is the record alone, saying why
-// (strict: refused).
+// other plugin wins, and the shim's answer to the second try's event is the
+// record alone, saying why (strict: refused).
 func TestCreateNRIConflictWithAnotherPlugin(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		r := newNRIRig(t, strict)
@@ -120,9 +120,14 @@ func TestCreateNRIConflictWithAnotherPlugin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pid := r.record(t, id).Namespaces["pid"]
-		if pid.Result != oci.Fallback || pid.ReasonKind != string(reasonNRIConflict) {
+		rec := r.record(t, id)
+		if pid := rec.Namespaces["pid"]; pid.Result != oci.Fallback || pid.ReasonKind != string(reasonNRIConflict) {
 			t.Errorf("pid record %+v, want a fallback for the conflict", pid)
+		}
+		// the second try's event answered it, with the record: no spec
+		// written through containerd's API after the create
+		if rec.Via != ViaNRI || r.specs.edits != 0 {
+			t.Errorf("record written via %q, %d spec edits; want via NRI, none", rec.Via, r.specs.edits)
 		}
 		if got := r.nsPath(id, specs.PIDNamespace); got != "/proc/other/ns/pid" {
 			t.Errorf("pid path %q, want the other plugin's", got)

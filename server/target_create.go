@@ -11,18 +11,18 @@ import (
 )
 
 // createTargeted is createContainer for a request that asks for targeting
-// (p), top to bottom: it starts preparing (resolving the target, opening
+// (p), whose NRI event is to carry token, top to bottom: it starts preparing (resolving the target, opening
 // its namespaces), records the intent, forwards the request with POD in
 // place of TARGET, points the new container at pins of the target's
 // namespaces, and reports. On the NRI path the request is forwarded as soon
 // as the intent is recorded: the preparation goes on while containerd
 // creates the container, and the answer to containerd's event for it waits
 // for the preparation, and points it (or refuses it) inside containerd's
-// create. On the Update path the preparation comes first, and the spec is
-// pointed after the create. Each acquisition is followed by its undo,
+// create. On the Update path the preparation is waited for before
+// anything is forwarded, and the spec is pointed after the create. Each acquisition is followed by its undo,
 // deferred on retErr: a failed create leaves no container, no pin and no
 // record.
-func (t *targeter) createTargeted(ctx context.Context, req createRequest, p *plan, fwd forwardFunc) (_ []byte, retErr error) {
+func (t *targeter) createTargeted(ctx context.Context, req createRequest, token string, p *plan, fwd forwardFunc) (_ []byte, retErr error) {
 	w := t.report.stopwatch()
 	defer func() { t.report.refused(retErr) }()
 	// The shim's own steps do not depend on the caller: one that gives up
@@ -44,16 +44,6 @@ func (t *targeter) createTargeted(ctx context.Context, req createRequest, p *pla
 	)
 	defer func() { pins.release(kept(id, &d, retErr)) }()
 
-	token, ans := t.expectNRI(req.SandboxID, req.Name, t.answerTargeting(prep, pins))
-	defer t.settleNRI(lctx, token) // a request never sent: no event to wait for
-	if token == "" {
-		// The Update path: prepared before anything is forwarded
-		var err error
-		if tg, d, err = t.preparedFirst(prep); err != nil {
-			return nil, err
-		}
-	}
-
 	// Written down before anything is created, removed once the answer is
 	// ready: a crash in between leaves a record that start-up reconciles.
 	f, err := t.recon.begin(intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: req.Name, Attempt: req.Attempt, Target: p.target})
@@ -64,11 +54,15 @@ func (t *targeter) createTargeted(ctx context.Context, req createRequest, p *pla
 	failpoint("create:recorded")
 	w.lap("prepare_record")
 
-	fw, err := t.forward(ctx, lctx, req, token, ans, fwd)
+	// The Update path prepares before anything is forwarded (first)
+	fw, err := t.forward(ctx, lctx, req, token, t.answerTargeting(prep, pins), func() (err error) {
+		tg, d, err = t.preparedFirst(prep)
+		return err
+	}, fwd)
 	w.lap("forward")
 	if err != nil {
 		f.unanswered(err)
-		return nil, t.firstFault(prep, token, fw, err)
+		return nil, t.firstFault(prep, fw, err)
 	}
 	if id, err = f.made(fw.out); err != nil {
 		return nil, err
@@ -125,19 +119,12 @@ func (t *targeter) decided(prep *preparation) (*target, decision, error) {
 	return tg, d, strictErr(&d, t.strict)
 }
 
-// settleNRI ends the wait for token's event, if any: a no-op once settled.
-func (t *targeter) settleNRI(ctx context.Context, token string) {
-	if token != "" {
-		t.nri.Settle(ctx, token)
-	}
-}
-
 // firstFault is the answer to a create the backend failed (err): when
 // containerd failed it before it asked the shim (its NRI event never
 // came), the request's own fault (an unknown target, say, or strict mode's
 // refusal) comes first, as when the shim prepares before it forwards.
-func (t *targeter) firstFault(prep *preparation, token string, fw forwarded, err error) error {
-	if token != "" && !fw.asked {
+func (t *targeter) firstFault(prep *preparation, fw forwarded, err error) error {
+	if fw.viaNRI && !fw.asked {
 		if _, _, perr := t.decided(prep); perr != nil {
 			return perr
 		}

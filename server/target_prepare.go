@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -89,17 +88,20 @@ func (pr *preparation) close() {
 	}
 }
 
-// resolve is the preparation itself: the target found, in the request's
-// pod (req), with its pid; its namespaces opened through that pid, which
-// is then confirmed in the background.
+// resolve is the preparation itself: the target found (findTarget), in the
+// request's pod (req), with its pid; the namespaces the plan opens (p)
+// opened through that pid, which is then confirmed in the background
+// (confirmation).
 func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *plan) (*target, error) {
 	name, sandbox := req.Name, req.SandboxID
 	c, err := t.findTarget(ctx, name, p.target)
 	switch {
 	case err != nil:
 		return nil, err
-	case c.ctr == nil:
+	case c.matches == 0:
 		return nil, notFoundf("container %q in pod sandbox %q: target container %q not found", name, sandbox, p.target)
+	case c.matches > 1:
+		return nil, invalidf("container %q: target_id %q matches %d containers; give the full id", name, p.target, c.matches)
 	}
 	ctr := c.ctr
 	if same, err := t.samePod(ctx, sandbox, ctr.GetPodSandboxId()); err != nil {
@@ -109,21 +111,34 @@ func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *pla
 			name, sandbox, ctr.GetId(), ctr.GetPodSandboxId())
 	}
 	tg := &target{id: ctr.GetId(), name: ctr.GetMetadata().GetName(), sandbox: ctr.GetPodSandboxId(), confirm: func() error { return nil }}
-	if tg.failed = c.failure(); tg.failed == nil {
-		tg.failed = tg.open(c.pid, p.kinds, t.openNS)
+	if tg.failed = c.failure(); tg.failed != nil {
+		return tg, nil
 	}
-	if tg.failed == nil {
-		tg.confirm = t.confirmation(lctx, tg.id, c.pid)
+	hs, err := t.openNS(int(c.pid), p.open)
+	if err != nil {
+		tg.failed = &failure{why: whyNoNamespace(err), code: codeOf(err), reason: fmt.Sprintf("open the target's namespaces: %v", err)}
+		return tg, nil
 	}
+	tg.pid = c.pid
+	for _, h := range hs {
+		if h.Kind == namespaces.Shm {
+			tg.shm = h
+			continue
+		}
+		tg.handles = append(tg.handles, h)
+	}
+	tg.confirm = t.confirmation(lctx, tg.id, c.pid)
 	return tg, nil
 }
 
-// found is the target as findTarget found it: its container (nil: there
-// is none), and its task's pid, or why there is none (pidErr).
+// found is the target as findTarget found it: how many containers the id
+// matched (more than one: a prefix of several), the one it matched, and its
+// task's pid, or why there is none (pidErr).
 type found struct {
-	ctr    *runtimeapi.Container
-	pid    uint32
-	pidErr error
+	matches int
+	ctr     *runtimeapi.Container
+	pid     uint32
+	pidErr  error
 }
 
 // failure is why the namespaces of the target found cannot be opened: it
@@ -146,29 +161,6 @@ func (c found) failure() *failure {
 		return &failure{why: why, code: codes.FailedPrecondition, reason: "target is not running: containerd has no task for it (it exited, or never started)"}
 	}
 	return &failure{why: whyNoPID(c.pidErr), code: codeOf(c.pidErr), reason: fmt.Sprintf("find the target's process: %v", c.pidErr)}
-}
-
-// open opens kinds of the namespaces of the target's process pid. The pid
-// is confirmed (confirmation) after they were opened. IPC means the
-// target's /dev/shm too: it is opened in the same pidfd-checked step, so it
-// is the target's for the same reasons.
-func (tg *target) open(pid uint32, kinds []namespaces.Kind, openNS func(int, []namespaces.Kind) ([]*namespaces.Handle, error)) *failure {
-	if slices.Contains(kinds, namespaces.IPC) {
-		kinds = append(slices.Clip(kinds), namespaces.Shm)
-	}
-	hs, err := openNS(int(pid), kinds)
-	if err != nil {
-		return &failure{why: whyNoNamespace(err), code: codeOf(err), reason: fmt.Sprintf("open the target's namespaces: %v", err)}
-	}
-	tg.pid = pid
-	for _, h := range hs {
-		if h.Kind == namespaces.Shm {
-			tg.shm = h
-			continue
-		}
-		tg.handles = append(tg.handles, h)
-	}
-	return nil
 }
 
 // confirmation confirms with containerd, in the background, that pid, the
@@ -208,7 +200,7 @@ func (t *targeter) findTarget(ctx context.Context, name, id string) (found, erro
 			return found{}, nil
 		case err == nil:
 			// RUNNING as far as the CRI goes: the task's state decides
-			return found{ctr: &runtimeapi.Container{Id: id, PodSandboxId: c.Sandbox, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name},
+			return found{matches: 1, ctr: &runtimeapi.Container{Id: id, PodSandboxId: c.Sandbox, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name},
 				State: runtimeapi.ContainerState_CONTAINER_RUNNING}, pid: c.PID, pidErr: c.PIDErr}, nil
 		}
 		t.log.WithError(err).WithField("target", id).Debug("resolve the target through containerd's API; through its CRI instead")
@@ -217,15 +209,11 @@ func (t *targeter) findTarget(ctx context.Context, name, id string) (found, erro
 	if err != nil {
 		return found{}, fmt.Errorf("container %q: resolve target %q: %w", name, id, err)
 	}
-	var c found
-	switch cs := resp.GetContainers(); len(cs) {
-	case 0:
-		return found{}, nil
-	case 1:
-		c.ctr = cs[0]
-	default:
-		return found{}, invalidf("container %q: target_id %q matches %d containers; give the full id", name, id, len(cs))
+	cs := resp.GetContainers()
+	if len(cs) != 1 {
+		return found{matches: len(cs)}, nil
 	}
+	c := found{matches: 1, ctr: cs[0]}
 	if c.ctr.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		c.pid, c.pidErr = t.tasks.TaskPID(ctx, c.ctr.GetId())
 	}
