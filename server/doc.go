@@ -15,7 +15,9 @@
 // it shares the decision, the reasons and the coded errors with the hooks;
 // it is tested without a server (target_decide_test.go).
 //
-// Where things are, in the order a TARGET create goes through them:
+// Where things are, in the order a TARGET create goes through them, each
+// once (from the request's bytes to the answer; the answer's own steps,
+// decide to render, run inside containerd's create):
 //
 //	container_create.go  createContainer, the hook: the request read off the
 //	                   wire with its forwarded forms (one criwire step, the
@@ -32,12 +34,16 @@
 //	                   containerd's API for a full id), the namespaces opened
 //	                   through a pidfd, the pid confirmed; opened by prepare,
 //	                   closed by the create
+//	reconcile.go       crash recovery: the intent record written before the
+//	                   forward (begin, flight), discard, reconcile, stale
+//	                   pins
 //	target_forward.go  the forward, in one try or two: each registers its
 //	                   NRI answer, sends the request's form for it, and
 //	                   settles the event; the second try is the retry
 //	                   without NRI's adjustment
 //	nri_answer.go      the NRI answer and its state (nriAnswer): registered
-//	                   before the forward, run inside containerd's create
+//	                   by each try of the forward, run inside containerd's
+//	                   create
 //	target_decide.go   the decision (decision): what is decided before the
 //	                   container exists, decide (what joins, the pins taken in
 //	                   one step, the ipc /dev/shm), strict refusals; pure
@@ -45,8 +51,6 @@
 //	                   one undo, release
 //	target_render.go   a decision as spec options, or as an NRI adjustment
 //	report.go          the log lines, the targeting metric, the Events
-//	reconcile.go       crash recovery: intent records in flight (flight),
-//	                   discard, reconcile, stale pins
 //
 // and besides:
 //
