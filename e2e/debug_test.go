@@ -102,9 +102,13 @@ func TestDebugTarget(t *testing.T) {
 	// the shim to containerd's streaming server).
 	t.Run("attached", func(t *testing.T) {
 		cmd := []string{"debug", "target", "-i", "--image=" + busyboxImage, "--container=dbg-attached", "--target=app", "--",
-			"sh", "-c", "sleep 1; readlink /proc/self/ns/pid; ps -o pid,args"}
+			"sh", "-c", "sleep 1; readlink /proc/self/ns/pid; ps -o pid,args; sleep 1"}
 		// stdin stays open (as a terminal's would) until kubectl exits: the
-		// session ends when the container does.
+		// session ends when the container does. The last sleep lets the
+		// stream deliver what was written before the container exits (once,
+		// at ead4de3, ps's output written just before the exit never
+		// reached kubectl; the stream goes from containerd's streaming
+		// server to the kubelet, not through the shim).
 		k := kube.KubectlCommand(ctx(t), cmd...)
 		stdin, err := k.StdinPipe()
 		if err != nil {
