@@ -191,3 +191,25 @@ func TestBeginUndone(t *testing.T) {
 		t.Error("a record never written is left in flight")
 	}
 }
+
+// TestRefusedBeforeForwardLeavesNoRecord: on the Update path a create whose
+// preparation fails (containerd unavailable while the target is resolved)
+// is refused before anything is forwarded. Its intent record goes at once:
+// it is not left to the reconciler, which would look for a container of
+// that name and attempt, and could take a retry's for it.
+func TestRefusedBeforeForwardLeavesNoRecord(t *testing.T) {
+	r := newRig(t, false)
+	r.addTarget("app", "pod", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	r.backend.mu.Lock()
+	r.backend.listErr = status.Error(codes.Unavailable, "containerd is restarting")
+	r.backend.mu.Unlock()
+	if _, err := r.create(t, createReq("pod", pidTarget("app"))); err == nil {
+		t.Fatal("created while the target could not be resolved")
+	}
+	if n := r.backendCalls("CreateContainer"); n != 0 {
+		t.Fatalf("%d creates forwarded, want none", n)
+	}
+	if l := r.intents(t); len(l) != 0 {
+		t.Errorf("records left = %+v, want none: nothing was forwarded", l)
+	}
+}

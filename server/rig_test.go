@@ -364,6 +364,7 @@ type fakeBackend struct {
 	// makes nothing
 	nri        func(id string, req *runtimeapi.CreateContainerRequest) error
 	removeErr  error // when set, RemoveContainer fails with it
+	listErr    error // when set, ListContainers fails with it
 	eventsOpen bool  // GetContainerEvents stays open after its events, as containerd's does
 	lastDL     time.Time
 	nextID     int
@@ -431,6 +432,9 @@ func (b *fakeBackend) ListContainers(ctx context.Context, req *runtimeapi.ListCo
 	b.count("ListContainers")
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.listErr != nil {
+		return nil, b.listErr
+	}
 	var out []*runtimeapi.Container
 	for _, c := range b.containers {
 		// as containerd: the id filter takes a unique prefix

@@ -11,17 +11,19 @@ import (
 )
 
 // createTargeted is createContainer for a request that asks for targeting
-// (p), whose NRI event is to carry token, top to bottom: it starts preparing (resolving the target, opening
-// its namespaces), records the intent, forwards the request with POD in
-// place of TARGET, points the new container at pins of the target's
-// namespaces, and reports. On the NRI path the request is forwarded as soon
-// as the intent is recorded: the preparation goes on while containerd
-// creates the container, and the answer to containerd's event for it waits
-// for the preparation, and points it (or refuses it) inside containerd's
-// create. On the Update path the preparation is waited for before
-// anything is forwarded, and the spec is pointed after the create. Each acquisition is followed by its undo,
+// (p), whose NRI event is to carry token, top to bottom: it starts
+// preparing (resolving the target, opening its namespaces), records the
+// intent, forwards the request with POD in place of TARGET, points the new
+// container at pins of the target's namespaces, and reports. On the NRI
+// path the request is forwarded as soon as the intent is recorded: the
+// preparation goes on while containerd creates the container, and the
+// answer to containerd's event for it waits for the preparation, and points
+// it (or refuses it) inside containerd's create. On the Update path the
+// preparation is waited for before anything is forwarded, and the spec is
+// pointed after the create. Each acquisition is followed by its undo,
 // deferred on retErr: a failed create leaves no container, no pin and no
-// record.
+// record (one the backend may have answered without its own answer, when
+// the request was sent, is left to the reconciler).
 func (t *targeter) createTargeted(ctx context.Context, req createRequest, token string, p *plan, fwd forwardFunc) (_ []byte, retErr error) {
 	w := t.report.stopwatch()
 	defer func() { t.report.refused(retErr) }()
@@ -61,7 +63,9 @@ func (t *targeter) createTargeted(ctx context.Context, req createRequest, token 
 	}, fwd)
 	w.lap("forward")
 	if err != nil {
-		f.unanswered(err)
+		if fw.sent {
+			f.unanswered(err)
+		}
 		return nil, t.firstFault(prep, fw, err)
 	}
 	if id, err = f.made(fw.out); err != nil {

@@ -12,12 +12,14 @@ import (
 
 // forwarded is what the forward leaves: the backend's answer, whether the
 // request went through NRI (a token was registered for its first try),
-// whether containerd's NRI event reached the shim (asked), and the
+// whether it was sent at all, whether containerd's NRI event reached the
+// shim (asked), and the
 // decision to go on from: the NRI answer's, final when the container was
 // pointed inside the backend's create (pointed); nil for the create's own.
 type forwarded struct {
 	out     []byte
 	viaNRI  bool
+	sent    bool // the request reached the backend (it may have made the container)
 	asked   bool
 	d       *decision
 	pointed bool
@@ -52,6 +54,7 @@ func (t *targeter) forward(ctx, lctx context.Context, req createRequest, token s
 				}
 			}
 		}
+		fw.sent = true
 		out, err := fwd(ctx, b)
 		answered, refusal := t.settleNRI(lctx, sent)
 		fw.out, fw.asked = out, fw.asked || ans != nil && ans.id != ""
