@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -19,10 +18,6 @@ type plan struct {
 	target  string
 	kinds   []namespaces.Kind
 	unknown []unknownMode
-	// open is what prepare opens of the target's: kinds, and with IPC its
-	// /dev/shm, opened in the same pidfd-checked step, so that it is the
-	// target's for the same reasons
-	open []namespaces.Kind
 }
 
 type unknownMode struct {
@@ -74,9 +69,5 @@ func readPlan(opts *criwire.Namespaces) (*plan, error) {
 		return nil, fmt.Errorf("NamespaceMode TARGET for %v: target_id %w", p.kinds, err)
 	}
 	p.target = opts.TargetID
-	p.open = slices.Clip(p.kinds)
-	if slices.Contains(p.kinds, namespaces.IPC) {
-		p.open = append(p.open, namespaces.Shm)
-	}
 	return p, nil
 }

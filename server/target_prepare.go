@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,7 +90,7 @@ func (pr *preparation) close() {
 }
 
 // resolve is the preparation itself: the target found (findTarget), in the
-// request's pod (req), with its pid; the namespaces the plan opens (p)
+// request's pod (req), with its pid; the namespaces the plan asks for (p)
 // opened through that pid, which is then confirmed in the background
 // (confirmation).
 func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *plan) (*target, error) {
@@ -114,7 +115,13 @@ func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *pla
 	if tg.failed = c.failure(); tg.failed != nil {
 		return tg, nil
 	}
-	hs, err := t.openNS(int(c.pid), p.open)
+	// IPC means the target's /dev/shm too, opened in the same
+	// pidfd-checked step, so that it is the target's for the same reasons.
+	kinds := p.kinds
+	if slices.Contains(kinds, namespaces.IPC) {
+		kinds = append(slices.Clip(kinds), namespaces.Shm)
+	}
+	hs, err := t.openNS(int(c.pid), kinds)
 	if err != nil {
 		tg.failed = &failure{why: whyNoNamespace(err), code: codeOf(err), reason: fmt.Sprintf("open the target's namespaces: %v", err)}
 		return tg, nil
