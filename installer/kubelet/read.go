@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/cri-nstarget/cri-nstarget/installer/hostfs"
 )
 
 // Unit is what systemd says of the kubelet's unit: its file, its drop-ins
@@ -41,7 +42,7 @@ func Read(root string, argv []string, u Unit) (Node, error) {
 		if !path.IsAbs(p) {
 			return fmt.Errorf("%s %q is not an absolute path", k, p)
 		}
-		b, err := readFile(filepath.Join(root, p))
+		b, err := readFile(hostfs.Path(root, p))
 		if optional && errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -76,7 +77,7 @@ func Read(root string, argv []string, u Unit) (Node, error) {
 		if !path.IsAbs(dir) {
 			return Node{}, fmt.Errorf("--config-dir %q is not an absolute path", dir)
 		}
-		entries, err := os.ReadDir(filepath.Join(root, dir))
+		entries, err := os.ReadDir(hostfs.Path(root, dir))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return Node{}, fmt.Errorf("read the kubelet's --config-dir: %w", err)
 		}

@@ -75,9 +75,9 @@ func New(o Options) (*Slots, error) {
 	return &Slots{o: o}, nil
 }
 
-// Held is a slot this node holds; it is renewed until Release, or until
-// the context given to Acquire ends (the process ends: the slot expires
-// after its duration unless this node takes it again first).
+// Held is a slot this node holds; it is renewed until Release or Abandon
+// (or until the process ends: the slot then expires after its duration,
+// unless this node takes it again first).
 type Held struct {
 	Name string
 	s    *Slots
@@ -99,7 +99,9 @@ func (s *Slots) Acquire(ctx context.Context) (*Held, error) {
 			return nil, err
 		}
 		if name != "" {
-			return s.hold(ctx, name), nil
+			// Renewed whether or not the wait's ctx ends: a node that
+			// holds a slot keeps it until it says so.
+			return s.hold(context.WithoutCancel(ctx), name), nil
 		}
 		if !told && s.o.Waiting != nil {
 			s.o.Waiting(holders)
@@ -117,31 +119,37 @@ func (s *Slots) Acquire(ctx context.Context) (*Held, error) {
 // one. It returns the slot taken, or "" and who holds them.
 func (s *Slots) take(ctx context.Context) (string, []string, error) {
 	leases := s.o.Leases.Leases(s.o.Namespace)
-	var current []*coordinationv1.Lease
+	type slot struct {
+		lease  *coordinationv1.Lease
+		exists bool
+	}
+	var current []slot
 	for i := range s.o.Count {
 		name := s.o.Prefix + "-" + strconv.Itoa(i)
 		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		exists := err == nil
 		if apierrors.IsNotFound(err) {
 			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.o.Namespace}}
 		} else if err != nil {
 			return "", nil, fmt.Errorf("get lease %s: %w", name, err)
 		}
 		if holder(l) == s.o.Holder {
-			if err := s.write(ctx, l, false); err == nil {
+			if err := s.write(ctx, l, true, false); err == nil {
 				return name, nil, nil
 			} else if !apierrors.IsConflict(err) {
 				return "", nil, err
 			}
 		}
-		current = append(current, l)
+		current = append(current, slot{l, exists})
 	}
 	var holders []string
-	for _, l := range current {
+	for _, c := range current {
+		l := c.lease
 		if h := holder(l); h != "" && !s.expired(l) {
 			holders = append(holders, h)
 			continue
 		}
-		err := s.write(ctx, l, true)
+		err := s.write(ctx, l, c.exists, true)
 		switch {
 		case err == nil:
 			return l.Name, nil, nil
@@ -171,10 +179,10 @@ func (s *Slots) expired(l *coordinationv1.Lease) bool {
 	return s.o.Now().After(l.Spec.RenewTime.Add(d))
 }
 
-// write makes this node the holder of l, renewed now: a create when l is
-// new, else an update conditional on l's resourceVersion. taking counts a
-// transition.
-func (s *Slots) write(ctx context.Context, l *coordinationv1.Lease, taking bool) error {
+// write makes this node the holder of l, renewed now: a create when l does
+// not exist yet, else an update conditional on l's resourceVersion. taking
+// counts a transition.
+func (s *Slots) write(ctx context.Context, l *coordinationv1.Lease, exists, taking bool) error {
 	now := metav1.NewMicroTime(s.o.Now())
 	secs := int32(s.o.Duration / time.Second)
 	l = l.DeepCopy()
@@ -183,7 +191,7 @@ func (s *Slots) write(ctx context.Context, l *coordinationv1.Lease, taking bool)
 	l.Spec.RenewTime = &now
 	if taking {
 		l.Spec.AcquireTime = &now
-		if l.ResourceVersion != "" {
+		if exists {
 			n := int32(1)
 			if l.Spec.LeaseTransitions != nil {
 				n = *l.Spec.LeaseTransitions + 1
@@ -193,7 +201,7 @@ func (s *Slots) write(ctx context.Context, l *coordinationv1.Lease, taking bool)
 	}
 	leases := s.o.Leases.Leases(s.o.Namespace)
 	var err error
-	if l.ResourceVersion == "" {
+	if !exists {
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
 	} else {
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
@@ -204,7 +212,7 @@ func (s *Slots) write(ctx context.Context, l *coordinationv1.Lease, taking bool)
 	return err
 }
 
-// hold starts renewing name until Release or ctx's end.
+// hold starts renewing name until Release or Abandon.
 func (s *Slots) hold(ctx context.Context, name string) *Held {
 	ctx, stop := context.WithCancel(ctx)
 	h := &Held{Name: name, s: s, stop: stop, done: make(chan struct{})}
@@ -238,7 +246,7 @@ func (h *Held) renew(ctx context.Context) error {
 	if holder(l) != h.s.o.Holder {
 		return fmt.Errorf("lease %s is held by %q now", h.Name, holder(l))
 	}
-	return h.s.write(ctx, l, false)
+	return h.s.write(ctx, l, true, false)
 }
 
 // Lost is the last renewal's error, if the slot could not be renewed (an
@@ -248,6 +256,13 @@ func (h *Held) Lost() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lost
+}
+
+// Abandon stops renewing the slot and leaves it held, as a process that
+// dies does: it expires after its duration.
+func (h *Held) Abandon() {
+	h.stop()
+	<-h.done
 }
 
 // Release stops renewing the slot and frees it, if this node still holds

@@ -112,22 +112,20 @@ func TestLimit(t *testing.T) {
 func TestTakeOverExpired(t *testing.T) {
 	cs := clientset()
 	const duration = 2 * time.Second // whole seconds: leaseDurationSeconds
-	dead, cancelDead := context.WithCancel(context.Background())
 	a := newSlots(t, cs, "node-a", 1, duration)
-	if _, err := a.Acquire(dead); err != nil {
+	first, err := a.Acquire(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	cancelDead() // node-a's installer is killed: it renews no more
-	died := time.Now()
+	first.Abandon() // node-a's installer is killed: it renews no more
 
 	// node-a's next installer takes its own slot back at once.
 	again, err := a.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	again.stop() // and dies too
-	<-again.done
-	died = time.Now()
+	again.Abandon() // and dies too
+	died := time.Now()
 
 	var waited []string
 	b, err := New(Options{Leases: cs.CoordinationV1(), Namespace: ns, Prefix: "cri-nstarget-install", Count: 1, Holder: "node-b",
