@@ -351,7 +351,7 @@ func (n *node) installer(version, shim string, at func(point string) bool) *Inst
 	n.t.Helper()
 	log := logrus.New()
 	log.SetOutput(testWriter{n.t})
-	s, err := slots.New(slots.Options{Leases: n.leases.CoordinationV1(), Namespace: "cri-nstarget", Prefix: "cri-nstarget-install",
+	s, err := slots.New(slots.Options{Leases: n.leases.CoordinationV1().Leases("cri-nstarget"), Prefix: "cri-nstarget-install",
 		Count: 1, Holder: "node-a", Retry: 10 * time.Millisecond})
 	if err != nil {
 		n.t.Fatal(err)

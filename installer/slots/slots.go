@@ -20,13 +20,20 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
+
+// Leases are one namespace's Leases: the part of client-go's typed
+// LeaseInterface this package uses.
+type Leases interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, l *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
 
 // Options configure Slots.
 type Options struct {
-	Leases    coordinationv1client.LeasesGetter
-	Namespace string
+	// Leases are the namespace's where the slots are.
+	Leases Leases
 	// Prefix names the Leases: Prefix-0 ... Prefix-(Count-1).
 	Prefix string
 	// Count is how many nodes may hold a slot at once (at least 1).
@@ -57,8 +64,8 @@ func New(o Options) (*Slots, error) {
 	if o.Count < 1 {
 		return nil, fmt.Errorf("slots: count %d: want at least 1", o.Count)
 	}
-	if o.Holder == "" || o.Prefix == "" || o.Namespace == "" || o.Leases == nil {
-		return nil, errors.New("slots: Leases, Namespace, Prefix and Holder are required")
+	if o.Holder == "" || o.Prefix == "" || o.Leases == nil {
+		return nil, errors.New("slots: Leases, Prefix and Holder are required")
 	}
 	if o.Duration <= 0 {
 		o.Duration = 60 * time.Second
@@ -118,7 +125,7 @@ func (s *Slots) Acquire(ctx context.Context) (*Held, error) {
 // take makes one pass over the slots: this node's own first, then a free
 // one. It returns the slot taken, or "" and who holds them.
 func (s *Slots) take(ctx context.Context) (string, []string, error) {
-	leases := s.o.Leases.Leases(s.o.Namespace)
+	leases := s.o.Leases
 	type slot struct {
 		lease  *coordinationv1.Lease
 		exists bool
@@ -129,7 +136,7 @@ func (s *Slots) take(ctx context.Context) (string, []string, error) {
 		l, err := leases.Get(ctx, name, metav1.GetOptions{})
 		exists := err == nil
 		if apierrors.IsNotFound(err) {
-			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.o.Namespace}}
+			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		} else if err != nil {
 			return "", nil, fmt.Errorf("get lease %s: %w", name, err)
 		}
@@ -199,7 +206,7 @@ func (s *Slots) write(ctx context.Context, l *coordinationv1.Lease, exists, taki
 			l.Spec.LeaseTransitions = &n
 		}
 	}
-	leases := s.o.Leases.Leases(s.o.Namespace)
+	leases := s.o.Leases
 	var err error
 	if !exists {
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
@@ -238,8 +245,7 @@ func (s *Slots) hold(ctx context.Context, name string) *Held {
 
 // renew writes a new renew time on the slot while this node holds it.
 func (h *Held) renew(ctx context.Context) error {
-	leases := h.s.o.Leases.Leases(h.s.o.Namespace)
-	l, err := leases.Get(ctx, h.Name, metav1.GetOptions{})
+	l, err := h.s.o.Leases.Get(ctx, h.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("renew lease %s: %w", h.Name, err)
 	}
@@ -270,7 +276,7 @@ func (h *Held) Abandon() {
 func (h *Held) Release(ctx context.Context) error {
 	h.stop()
 	<-h.done
-	leases := h.s.o.Leases.Leases(h.s.o.Namespace)
+	leases := h.s.o.Leases
 	for range 5 {
 		l, err := leases.Get(ctx, h.Name, metav1.GetOptions{})
 		if err != nil {

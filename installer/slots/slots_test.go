@@ -54,7 +54,7 @@ func clientset() *fake.Clientset {
 
 func newSlots(t *testing.T, cs *fake.Clientset, holder string, count int, duration time.Duration) *Slots {
 	t.Helper()
-	s, err := New(Options{Leases: cs.CoordinationV1(), Namespace: ns, Prefix: "cri-nstarget-install", Count: count, Holder: holder,
+	s, err := New(Options{Leases: cs.CoordinationV1().Leases(ns), Prefix: "cri-nstarget-install", Count: count, Holder: holder,
 		Duration: duration, Renew: 20 * time.Millisecond, Retry: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestTakeOverExpired(t *testing.T) {
 	died := time.Now()
 
 	var waited []string
-	b, err := New(Options{Leases: cs.CoordinationV1(), Namespace: ns, Prefix: "cri-nstarget-install", Count: 1, Holder: "node-b",
+	b, err := New(Options{Leases: cs.CoordinationV1().Leases(ns), Prefix: "cri-nstarget-install", Count: 1, Holder: "node-b",
 		Duration: duration, Retry: 50 * time.Millisecond, Waiting: func(h []string) { waited = h }})
 	if err != nil {
 		t.Fatal(err)
