@@ -572,3 +572,37 @@ node-e2e: node-tools
 NODE_RUN ?= ^TestNode$$
 node-e2e-full: node-tools
 	$(node_env) $(NODE_LEG) $@ $(NODE_TEST) -run '$(NODE_RUN)'
+
+# The cluster install's image (deploy/, docs/cluster-install.md): the static
+# cri-nstarget and cri-nstarget-install of each of IMAGE_ARCHES, built as
+# `make release` builds its binaries (the shim's bytes are the release's),
+# in an OCI image that hack/image makes with go-containerregistry (its own
+# module; no container engine). Into IMAGE_OUT: the binaries (ARCH/), oci/
+# (an OCI layout: the index of every architecture), cri-nstarget-image-VERSION.oci.tar
+# (the same layout as one tar) and cri-nstarget-image-VERSION-linux-ARCH.tar
+# (`docker save`'s format). Every date is the commit's (SOURCE_DATE_EPOCH).
+#   make image [VERSION=v1.2.3] [IMAGE_ARCHES="amd64 arm64"] [IMAGE_OUT=bin/image]
+#   make image-check   the image built twice, in two directories, compared byte for byte
+# IMAGE_SHIM ships another binary as the shim (the node test's shim that is
+# never healthy).
+IMAGE_ARCHES  ?= amd64
+IMAGE_OUT     ?= bin/image
+IMAGE_SHIM    ?=
+IMAGE_EPOCH    = $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null))
+IMAGE_LDFLAGS  = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
+image_go       = env CGO_ENABLED=0 GOOS=linux GOARCH=$(1) GOAMD64=v1 GOARM64=v8.0 GOFLAGS="-trimpath -buildvcs=false" $(GO) build
+.PHONY: image image-check
+image:
+	cd hack/image && $(GO) build -o ../../bin/nstarget-image .
+	$(foreach a,$(IMAGE_ARCHES),$(call image_go,$(a)) -tags $(SHIM_TAGS) -ldflags "$(IMAGE_LDFLAGS)" -o $(IMAGE_OUT)/$(a)/cri-nstarget ./cmd/cri-nstarget && \
+		$(call image_go,$(a)) -ldflags "$(IMAGE_LDFLAGS)" -o $(IMAGE_OUT)/$(a)/cri-nstarget-install ./cmd/cri-nstarget-install && \
+		$(if $(IMAGE_SHIM),install -m 0755 $(IMAGE_SHIM) $(IMAGE_OUT)/$(a)/cri-nstarget &&) ) true
+	bin/nstarget-image --out $(IMAGE_OUT) --version $(VERSION) --revision $(COMMIT) --epoch $(IMAGE_EPOCH) \
+		--unit systemd/cri-nstarget.service.in $(foreach a,$(IMAGE_ARCHES),--arch $(a)=$(IMAGE_OUT)/$(a))
+	@ls -l $(IMAGE_OUT)/*.tar
+image-check:
+	rm -rf bin/image-check
+	$(MAKE) --no-print-directory image IMAGE_OUT=bin/image-check/a
+	$(MAKE) --no-print-directory image IMAGE_OUT=bin/image-check/b
+	cd bin/image-check && for f in $$(cd a && find oci *.tar -type f | LC_ALL=C sort); do cmp a/$$f b/$$f || exit 1; done
+	@echo "image-check: two builds, the same bytes"

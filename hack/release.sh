@@ -7,6 +7,9 @@
 #   cri-nstarget_X.Y.Z_ARCH.deb, cri-nstarget-X.Y.Z-1.RPMARCH.rpm
 #                                                 `make install PREFIX=/usr`'s tree, packaged
 #                                                 by nfpm (packaging/nfpm.yaml)
+#   cri-nstarget-image-VERSION.oci.tar            the cluster install's image (make image):
+#   cri-nstarget-image-VERSION-linux-ARCH.tar     an OCI layout of every ARCH, and each ARCH
+#                                                 as a docker tarball
 #   SHA256SUMS                                    every file above: sha256sum -c SHA256SUMS
 # for ARCH in $RELEASE_ARCHES (amd64 arm64). The binaries are built by `make
 # install` itself (with GOARCH and friends in its environment), stamped with
@@ -92,6 +95,17 @@ for arch in $arches; do
       { cat "$work/nfpm.log" >&2; die "nfpm $packager ($arch) failed"; }
   done
 done
+# The cluster install's image (make image, docs/cluster-install.md): the same
+# build of each binary (the shim's bytes compared with the one above), as an
+# OCI layout of every architecture in one tar, and a docker tarball of each.
+"$MAKE" --no-print-directory -s image VERSION="$version" COMMIT="$commit" BUILD_DATE="$date" \
+  IMAGE_ARCHES="$arches" IMAGE_OUT="$work/image" >"$work/make.log" 2>&1 ||
+  { cat "$work/make.log" >&2; die "make image failed"; }
+for arch in $arches; do
+  cmp -s "$work/image/$arch/cri-nstarget" "$dist/cri-nstarget-$version-linux-$arch" ||
+    die "$arch: the image's cri-nstarget differs from the release's binary"
+done
+cp "$work/image"/cri-nstarget-image-*.tar "$dist/"
 (cd "$dist" && find . -maxdepth 1 -type f ! -name SHA256SUMS ! -name '*.sha256sum' -printf '%P\n' | LC_ALL=C sort |
   xargs sha256sum >SHA256SUMS)
 echo "release: $dist/"
