@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -110,10 +109,6 @@ func fileSHA(root, path string) (string, error) {
 func hostExists(root, path string) bool {
 	_, err := os.Lstat(hostfs.Path(root, path))
 	return err == nil
-}
-
-func describe(path string, err error) error {
-	return fmt.Errorf("%s: %w", path, err)
 }
 
 // missingDirs are the host's directories on the way to dir that do not
