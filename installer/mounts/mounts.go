@@ -1,7 +1,10 @@
 // Package mounts reads and undoes the host's mounts from a pod that sees
 // the host's root at Root: the mount table of the host's PID 1
 // (Root/proc/1/mountinfo), and umount(2) run in the host's mount namespace
-// (Root/proc/1/ns/mnt), which the pod's own does not share.
+// (Root/proc/1/ns/mnt), which the pod's own does not share. A mount that
+// existed when the pod started was copied into the pod's namespace with
+// the host's root: Unmount undoes that copy too, so that nothing of it is
+// left mounted where the installer runs and the file under it can go.
 package mounts
 
 import (
@@ -63,11 +66,15 @@ func unescape(s string) string {
 	return b.String()
 }
 
-// Unmount unmounts the host's path p in the host's mount namespace: on an
-// OS thread of its own, which leaves the process's file-system attributes
-// (unshare(CLONE_FS), as setns(2) requires of a mount namespace) and is
-// thrown away after (the goroutine ends locked to it).
+// Unmount unmounts the host's path p: its copy under Root in the pod's own
+// mount namespace, if there is one, then p in the host's mount namespace,
+// on an OS thread of its own, which leaves the process's file-system
+// attributes (unshare(CLONE_FS), as setns(2) requires of a mount namespace)
+// and is thrown away after (the goroutine ends locked to it).
 func (h Host) Unmount(p string) error {
+	if err := unix.Unmount(filepath.Join(h.Root, p), 0); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("umount %s here: %w", filepath.Join(h.Root, p), err)
+	}
 	ns, err := os.Open(filepath.Join(h.Root, "proc/1/ns/mnt"))
 	if err != nil {
 		return err
