@@ -1,8 +1,8 @@
 // Package cluster is the installer's Node in the apiserver, through
 // client-go: its Ready condition, its state label and annotation, and
-// Events on it. The Events go to the installer's own namespace (a Node has
-// none); `kubectl describe node` lists them with the kubelet's, and
-// `kubectl events -n NAMESPACE --for node/NAME` too.
+// Events on it. The apiserver keeps an Event about a Node (which has no
+// namespace) in the namespace default, as the kubelet's: `kubectl describe
+// node` lists them with the kubelet's, and `kubectl events --for node/NAME`.
 package cluster
 
 import (
@@ -22,6 +22,9 @@ import (
 // Component is the Events' source.
 const Component = "cri-nstarget-install"
 
+// EventNamespace is where the apiserver takes an Event about a Node.
+const EventNamespace = "default"
+
 // maxMessage bounds an Event's message, as the apiserver's own limit.
 const maxMessage = 1024
 
@@ -39,10 +42,9 @@ type Events interface {
 
 // Node is one Node, seen by the installer on it.
 type Node struct {
-	Nodes     Nodes
-	Events    Events // the installer's namespace's
-	Name      string // the Node's
-	Namespace string // where the Events go: the installer's
+	Nodes  Nodes
+	Events Events // the namespace default's (EventNamespace)
+	Name   string // the Node's
 	// Timeout bounds each call; default 10s.
 	Timeout time.Duration
 
@@ -121,7 +123,7 @@ func (n *Node) Event(ctx context.Context, warning bool, reason, message string) 
 	}
 	now := metav1.Now()
 	_, _ = n.Events.Create(ctx, &corev1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: n.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: EventNamespace},
 		InvolvedObject:      corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: uid},
 		Reason:              reason,
 		Message:             message,

@@ -22,7 +22,7 @@ func TestNode(t *testing.T) {
 		}},
 	})
 	ctx := context.Background()
-	n := &Node{Nodes: cs.CoreV1().Nodes(), Events: cs.CoreV1().Events("cri-nstarget"), Name: "n1", Namespace: "cri-nstarget"}
+	n := &Node{Nodes: cs.CoreV1().Nodes(), Events: cs.CoreV1().Events(EventNamespace), Name: "n1"}
 	ready, at, err := n.Ready(ctx)
 	if err != nil || !ready || !at.Equal(hb.Time) {
 		t.Errorf("Ready = %v %v %v", ready, at, err)
@@ -42,12 +42,12 @@ func TestNode(t *testing.T) {
 		t.Errorf("after SetState(\"\"): labels %v", got.Labels)
 	}
 	n.Event(ctx, true, "RolledBack", "why")
-	evs, _ := cs.CoreV1().Events("cri-nstarget").List(ctx, metav1.ListOptions{})
+	evs, _ := cs.CoreV1().Events(EventNamespace).List(ctx, metav1.ListOptions{})
 	if len(evs.Items) != 1 {
 		t.Fatalf("%d events", len(evs.Items))
 	}
 	e := evs.Items[0]
-	if e.InvolvedObject.Kind != "Node" || e.InvolvedObject.Name != "n1" || e.InvolvedObject.UID != "uid-1" || e.Type != corev1.EventTypeWarning ||
+	if e.Namespace != "default" || e.InvolvedObject.Kind != "Node" || e.InvolvedObject.Name != "n1" || e.InvolvedObject.UID != "uid-1" || e.Type != corev1.EventTypeWarning ||
 		e.Reason != "RolledBack" || e.Source.Component != Component || e.Source.Host != "n1" {
 		t.Errorf("event %+v", e)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // Clients are client-go REST clients for the three kinds the installer
-// touches (Nodes, Events and Leases of namespace), with a scheme of their
+// touches (Nodes, Events of EventNamespace, Leases of namespace), with a scheme of their
 // API groups alone. client-go's typed clientset registers every API group
 // of Kubernetes: the installer would be 41 MB instead of 24 (stripped).
 func Clients(cfg *rest.Config, namespace string) (Nodes, Events, slots.Leases, error) {
@@ -37,7 +37,7 @@ func Clients(cfg *rest.Config, namespace string) (Nodes, Events, slots.Leases, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return restNodes{core}, restEvents{core, namespace}, restLeases{coord, namespace}, nil
+	return restNodes{core}, restEvents{core, EventNamespace}, restLeases{coord, namespace}, nil
 }
 
 func restClient(cfg *rest.Config, apiPath string, gv schema.GroupVersion, codecs runtime.NegotiatedSerializer) (*rest.RESTClient, error) {
