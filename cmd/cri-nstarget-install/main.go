@@ -64,10 +64,16 @@ type options struct {
 	kubeletUnit     string
 	containerdUnit  string
 	node, namespace string
+	// version is the shim's, which the image names (CRI_NSTARGET_VERSION;
+	// else this binary's stamp).
+	version string
 }
 
 func parse(args []string) (options, error) {
-	o := options{node: os.Getenv("NODE_NAME"), namespace: os.Getenv("POD_NAMESPACE")}
+	o := options{node: os.Getenv("NODE_NAME"), namespace: os.Getenv("POD_NAMESPACE"), version: os.Getenv("CRI_NSTARGET_VERSION")}
+	if o.version == "" {
+		o.version = version
+	}
 	if len(args) == 0 {
 		return o, errors.New("usage: cri-nstarget-install install|cleanup|version [flags]")
 	}
@@ -169,6 +175,7 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	go srv.Serve(ln)
 	defer srv.Close()
 
+	log.WithField("version", o.version).Info("cri-nstarget-install: " + o.mode)
 	in, closeAll, err := newInstaller(ctx, o, log)
 	if err != nil {
 		return err
@@ -182,7 +189,7 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	var failure *installer.Failure
 	switch {
 	case err == nil && o.mode == "install":
-		ready.set(true, "installed "+version)
+		ready.set(true, "installed "+o.version)
 	case err == nil:
 		ready.set(true, "removed")
 	case errors.As(err, &failure):
@@ -219,7 +226,7 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 	if err != nil {
 		return nil, nil, err
 	}
-	node := &cluster.Node{Nodes: nodes, Events: events, Name: o.node, Namespace: o.namespace}
+	node := &cluster.Node{Nodes: nodes, Events: events, Name: o.node}
 	s, err := slots.New(slots.Options{
 		Leases: leases, Prefix: o.leasePrefix, Count: o.restarts, Holder: o.node, Duration: o.leaseDuration,
 		Waiting: func(holders []string) {
@@ -240,8 +247,9 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 		sd.Close()
 		return nil, nil, err
 	}
+	log.Info("connected to the host's systemd and the apiserver")
 	in, err := installer.New(installer.Options{
-		Root: o.root, Version: version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir, EventsKubeconfig: kubeconfig,
+		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir, EventsKubeconfig: kubeconfig,
 		KubeletUnit: o.kubeletUnit, ContainerdUnit: o.containerdUnit, HealthTimeout: o.healthTimeout, ReadyTimeout: o.readyTimeout,
 		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root}, Slots: s, Log: log,
 	})

@@ -190,7 +190,8 @@ func image(o options, arch string, when time.Time, layers ...[]file) (v1.Image, 
 	cf.OS, cf.Architecture, cf.Created = "linux", arch, v1.Time{Time: when}
 	cf.Config.Entrypoint = []string{"/usr/local/bin/cri-nstarget-install"}
 	cf.Config.Cmd = []string{"install"}
-	cf.Config.Env = []string{"PATH=/usr/local/bin"}
+	// The installer reports the image's version (the shim it carries).
+	cf.Config.Env = []string{"PATH=/usr/local/bin", "CRI_NSTARGET_VERSION=" + o.version}
 	cf.Config.Labels = map[string]string{
 		"org.opencontainers.image.title":       "cri-nstarget",
 		"org.opencontainers.image.description": "cri-nstarget and its installer: a DaemonSet puts the CRI shim on each node (deploy/)",
