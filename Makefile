@@ -459,6 +459,14 @@ install-check:
 config/default.toml: config/config.go
 	$(GO) run ./cmd/cri-nstarget config default >$@.tmp && mv $@.tmp $@
 
+# make docs: what is made from config/config.go (the settings: key, flag,
+# default, meaning) and the binary's own flags: config/default.toml and the
+# reference of flags and keys in README.md and docs/cri-nstarget.8, between
+# their GENERATED markers. Unit tests fail when any of them is stale.
+.PHONY: docs
+docs: config/default.toml
+	$(GO) test -count=1 -run '^TestReference$$' ./cmd/cri-nstarget -update
+
 # Conformance (docs/conformance.md): the TARGET suite (conformance/, any CRI
 # endpoint) and critest $(CRITEST_VERSION), against a private containerd, directly and
 # through the shim; critest must pass the same specs both ways.

@@ -223,7 +223,7 @@ func IsUsage(err error) bool {
 func newFlagSet(c *Config, path *string, out io.Writer, extra func(*flag.FlagSet)) *flag.FlagSet {
 	flags := flag.NewFlagSet("cri-nstarget", flag.ContinueOnError)
 	flags.SetOutput(out)
-	flags.StringVar(path, "config", *path, "configuration file (TOML); flags override it; empty: none")
+	flags.StringVar(path, "config", *path, "configuration file (TOML); flags override it; the default file may be missing (the defaults then), a file given here must exist; empty: none")
 	v := reflect.ValueOf(c).Elem()
 	for _, f := range fields {
 		p := v.Field(f.index).Addr().Interface()
