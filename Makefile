@@ -1,15 +1,20 @@
 # cri-nstarget. On a fresh Debian machine, as root:
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set:
-#               Debian's 1.6.20, past end of life, unless RUN_BACKEND=2.4, 2.3 or 1.7), and crictl
+#               RUN_BACKEND, by default 2.4, built once into /var/cache/cri-nstarget, a few minutes
+#               the first time, its progress shown; 2.3 or 1.7 likewise; RUN_BACKEND=1.6 is quick,
+#               Debian's 1.6.20, past end of life), and crictl
 #   make demo   the feature end to end, then a clean teardown (RUN_BACKEND as for make run)
 #   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, release check
 #               (packages built twice, installed and purged in an overlay), then on each supported
 #               containerd (BACKENDS: 2.4 the newest, 2.3 the LTS, 1.7; each with its own runc)
-#               integration, conformance (the TARGET suite; critest parity on 2.4 and 2.3), end to end
-#               with the kubelet nodes pair it with (make e2e: 1.37, 1.36, 1.35) and Kubernetes' own
-#               specs (make e2e-upstream); and a systemd node on cgroup v2 under qemu with the .deb
-#               installed (make node-e2e). BACKENDS="2.4" runs one; the versions are below.
-#   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/
+#               integration, conformance (the TARGET suite, the shipped nstarget-conformance, on all
+#               three; critest parity on 2.4, TEST_CRITEST_BACKENDS), end to end with the kubelet
+#               nodes pair it with (make e2e: 1.37, 1.36, 1.35), Kubernetes' own specs on 2.4 (make
+#               e2e-upstream); and a systemd node on cgroup v2 under qemu with the .deb installed
+#               (make node-e2e). BACKENDS="2.4" runs one; the versions are below.
+#   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/, with release notes and
+#               package changelogs from CHANGELOG.md (VERSION must have its entry there)
+#   make docs   the flag and key reference (README.md, man page) and config/default.toml, from config/
 #   make matrix integration and conformance on containerd 1.6 and 2.1 (outside CI)
 #   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
 #               end to end, on each backend with its kubelet (part of make test)
@@ -106,7 +111,7 @@ fuzz:
 #   2.3      $(CONTAINERD_23)  LTS to 2028  $(RUNC_2)    $(KUBERNETES_PREVIOUS)
 #   1.7      $(CONTAINERD_17)               $(RUNC_17)   $(KUBERNETES_OLDEST)
 #   2.1      $(CONTAINERD_21)  (make matrix)  Debian's
-#   1.6      Debian's 1.6.20, past end of life (make matrix; make run's quick default)
+#   1.6      Debian's 1.6.20, past end of life (make matrix; make run RUN_BACKEND=1.6, the quick one)
 # `make test` runs BACKENDS (default: 2.4 2.3 1.7); `make matrix` runs
 # MATRIX_BACKENDS (1.6 2.1). A leg is named after its backend:
 # integration-containerd-2.4, conformance-containerd-2.3, e2e-containerd-1.7,
@@ -123,10 +128,13 @@ fuzz:
 #                              targeted pod lifecycles) for 30 s on 2.4, 10 s on the others.
 #   integration-containerd-2.4-update  the targeting tests again with the shims forced onto the
 #                              Update path, on a backend that also has NRI and user namespaces
-#   conformance-containerd-X   the TARGET suite (conformance/) directly and through the shim, on all
-#                              three; critest $(CRITEST_VERSION) parity (the same specs pass directly and
-#                              through the shim, above a floor) on CRITEST_BACKENDS (2.4 and 2.3: the
-#                              newest and the LTS; `make conformance` adds 1.7 and the matrix)
+#   conformance-containerd-X   the TARGET suite (nstarget-conformance, built by the rule make release
+#                              ships it with) through the shim on all three, and on containerd alone
+#                              (a measurement) on 2.4 and 2.3, and on 1.7 where critest runs;
+#                              critest $(CRITEST_VERSION) parity (the same specs pass directly and
+#                              through the shim, above a floor) on CRITEST_BACKENDS: 2.4 and 2.3 (the
+#                              newest and the LTS) for a leg run alone, 2.4 in make test
+#                              (TEST_CRITEST_BACKENDS); `make conformance` adds 1.7 and the matrix
 #   e2e-containerd-X           the whole e2e scenario set (kubectl debug --target and the rest of
 #                              e2e/) with the backend's kubelet under the newest control plane;
 #                              NSTARGET_EXPECT_VIA says which path every targeted create must take
@@ -357,18 +365,20 @@ test: deps lint unit race fuzz install-check release-check \
 	$(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
 
-# make run: a private containerd (Debian's 1.6.20 unless RUN_BACKEND names
-# one of the backends above, e.g. RUN_BACKEND=2.4: built once into the
-# cache), or with CONTAINERD_ADDRESS the containerd there; and the pinned
+# make run: a private containerd, RUN_BACKEND (default 2.4, the newest
+# supported: containerd $(CONTAINERD_24) with runc $(RUNC_24), built once into
+# /var/cache/cri-nstarget, a few minutes the first time, with its progress
+# shown; 2.3 and 1.7 likewise; 1.6: Debian's 1.6.20 at once, past end of
+# life), or with CONTAINERD_ADDRESS the containerd there; and the pinned
 # crictl (cri-tools $(CRITEST_VERSION)) in bin/, which Debian does not package.
-RUN_BACKEND ?=
+RUN_BACKEND ?= 2.4
 .PHONY: crictl
 crictl:
 	cd hack/critest && CGO_ENABLED=0 $(GO) build -trimpath -o ../../bin/crictl sigs.k8s.io/cri-tools/cmd/crictl
 
 run: deps build crictl
 ifeq ($(CONTAINERD_ADDRESS),)
-	$(if $(RUN_BACKEND),$(call backend_env,$(RUN_BACKEND))) ./bin/nstarget-lab run --shim $(BIN) --crictl $(CURDIR)/bin/crictl \
+	$(call backend_env,$(RUN_BACKEND)) ./bin/nstarget-lab run --shim $(BIN) --crictl $(CURDIR)/bin/crictl \
 		--listen $(LISTEN) --state-dir $(STATE_DIR) $(ARGS)
 else
 	@echo "Try: $(CURDIR)/bin/crictl --runtime-endpoint $(LISTEN) version"
@@ -377,7 +387,7 @@ else
 endif
 
 demo: deps build
-	$(if $(RUN_BACKEND),$(call backend_env,$(RUN_BACKEND))) ./bin/nstarget-lab demo --shim $(BIN)
+	$(call backend_env,$(RUN_BACKEND)) ./bin/nstarget-lab demo --shim $(BIN)
 
 # The shim and a byte splice (the floor of any proxy) against the containerd
 # behind them, interleaved in one run; ends with the table of docs/benchmarks.md
