@@ -465,6 +465,31 @@ uninstall:
 install-check:
 	MAKE="$(MAKE)" ./hack/install-check.sh
 
+# nstarget-conformance, the TARGET suite (conformance/) as it ships: a static
+# test binary (go test -c, as critest is built), stripped and stamped with
+# VERSION. The one rule for it: make release builds it through
+# install-conformance for each arch, and the conformance legs run what it
+# builds here (conformance-tools), so CI runs the shipped build.
+#   make install-conformance [PREFIX=...] [DESTDIR=...]   the binary, its man page, docs/qualify.md
+#   make uninstall-conformance
+CONFORMANCE_BIN     ?= bin/nstarget-conformance
+CONFORMANCE_DOCDIR  ?= $(PREFIX)/share/doc/cri-nstarget-conformance
+CONFORMANCE_LDFLAGS := $(EXTRA_LDFLAGS) -s -w -X github.com/cri-nstarget/cri-nstarget/conformance.version=$(VERSION)
+.PHONY: conformance-suite install-conformance uninstall-conformance
+conformance-suite:
+	CGO_ENABLED=0 $(GO) test -c -trimpath -ldflags "$(CONFORMANCE_LDFLAGS)" -o $(CONFORMANCE_BIN) ./conformance
+
+install-conformance: conformance-suite
+	install -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(CONFORMANCE_DOCDIR)
+	install -m 0755 $(CONFORMANCE_BIN) $(DESTDIR)$(BINDIR)/nstarget-conformance
+	install -m 0644 docs/nstarget-conformance.8 $(DESTDIR)$(MANDIR)/man8/nstarget-conformance.8
+	install -m 0644 docs/qualify.md LICENSE $(DESTDIR)$(CONFORMANCE_DOCDIR)/
+
+uninstall-conformance:
+	rm -f $(DESTDIR)$(BINDIR)/nstarget-conformance $(DESTDIR)$(MANDIR)/man8/nstarget-conformance.8 \
+		$(DESTDIR)$(CONFORMANCE_DOCDIR)/qualify.md $(DESTDIR)$(CONFORMANCE_DOCDIR)/LICENSE
+	-@rmdir $(DESTDIR)$(CONFORMANCE_DOCDIR) 2>/dev/null || true
+
 # config/default.toml is what `cri-nstarget config default` prints (a unit test checks).
 config/default.toml: config/config.go
 	$(GO) run ./cmd/cri-nstarget config default >$@.tmp && mv $@.tmp $@
@@ -489,14 +514,13 @@ docs: config/default.toml
 CRITEST_VERSION := $(shell sed -n 's|^require sigs.k8s.io/cri-tools \(v[^ ]*\).*|\1|p' hack/critest/go.mod)
 CONFORMANCE_OUT ?= bin/conformance
 CRITEST_SKIP    ?= hack/critest/skip.txt
-CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite bin/nstarget-conformance --out $(CONFORMANCE_OUT)
+CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite $(CONFORMANCE_BIN) --out $(CONFORMANCE_OUT)
 CRITEST_ARGS     = --critest bin/critest --critest-standin bin/critest-standin --critest-skip $(CRITEST_SKIP) \
 	--critest-busybox "$$(./hack/busybox-full.sh)"
 
 .PHONY: conformance conformance-tools conformance-report
 
-conformance-tools: build
-	$(GO) test -c -o bin/nstarget-conformance ./conformance
+conformance-tools: build conformance-suite
 	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
 	cd hack/critest && CGO_ENABLED=0 $(GO) build -o ../../bin/critest-standin ./standin
 	cd hack/critest && $(GO) test -c -o ../../bin/critest \
