@@ -548,12 +548,18 @@ bench-critest: deps conformance-tools
 # bakers"), into $(DIST): static binaries (CGO off, -trimpath, stamped),
 # tarballs of make install's tree with sha256sum files, a .deb and an .rpm
 # (nfpm v2.45.2, built from its own module, hack/nfpm/go.mod) per
-# architecture, and SHA256SUMS. hack/release.sh says what each holds.
+# architecture; the same of nstarget-conformance (make install-conformance,
+# the package cri-nstarget-conformance); RELEASE-NOTES.md and the packages'
+# changelogs made from VERSION's entry in CHANGELOG.md (cmd/nstarget-changelog:
+# a version without one is refused); and SHA256SUMS. hack/release.sh says
+# what each holds.
 #   make release VERSION=vX.Y.Z [RELEASE_ARCHES="amd64 arm64"] [ALLOW_DIRTY=1]
-#   make release-check   builds them twice and compares, verifies checksums
-#                        and ELF arches, lints the .deb, installs, removes and
-#                        purges it (in a throw-away overlay of /), and runs
-#                        the image-baker recipes of docs/operations.md
+#                [UNRELEASED=1: a test build of a prerelease takes CHANGELOG.md's Unreleased section]
+#   make release-check   builds CHANGELOG.md's newest release twice and compares, verifies
+#                        checksums and ELF arches, checks the notes and changelogs against
+#                        CHANGELOG.md, lints the .debs, installs, removes and purges them (in a
+#                        throw-away overlay of /), and runs the image-baker recipes of
+#                        docs/operations.md
 DIST           ?= dist
 RELEASE_ARCHES ?= amd64 arm64
 .PHONY: release release-check
@@ -598,7 +604,7 @@ node-boot-check: node-image
 node-tools: deps node-image crictl
 	$(NODE_LEG) node-agent env CGO_ENABLED=0 $(GO) build -trimpath -o $(NODE_AGENT) ./internal/nodeagent
 	for v in $(NODE_DEB_VERSIONS); do \
-		$(MAKE) --no-print-directory release VERSION=$$v RELEASE_ARCHES=amd64 DIST=bin/node/dist-$$v ALLOW_DIRTY=1 >/dev/null || exit 1; \
+		$(MAKE) --no-print-directory release VERSION=$$v RELEASE_ARCHES=amd64 DIST=bin/node/dist-$$v ALLOW_DIRTY=1 UNRELEASED=1 >/dev/null || exit 1; \
 	done
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
