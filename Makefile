@@ -30,7 +30,7 @@ BUILD_DATE ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH)
 LDFLAGS    := $(EXTRA_LDFLAGS) -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
 # grpcnotrace: grpc-go leaves out golang.org/x/net/trace, whose templates
 # (reflect's MethodByName) keep the linker from dropping unused methods: the
-# binary is 3.8 MB smaller, and so is its resident text (docs/benchmarks.md).
+# binary is 3.8 MB smaller, and so is its resident text (docs/reports/benchmarks.md).
 SHIM_TAGS  := grpcnotrace
 BIN      := bin/cri-nstarget
 
@@ -118,7 +118,7 @@ fuzz:
 # e2e-upstream-containerd-2.4, ...; make integration, conformance, e2e and
 # e2e-upstream run theirs on each of BACKENDS.
 #
-# Which leg proves what (docs/conformance.md, "What CI proves"):
+# Which leg proves what (docs/reports/conformance.md, "What CI proves"):
 #   integration-containerd-X   the shim against a real containerd and runc: passthrough, wire fidelity,
 #                              targeting, pins, faults, restarts, RuntimeConfig passthrough. On 2.4 and
 #                              2.3 the NRI path (NSTARGET_REQUIRE_NRI: a backend without NRI fails),
@@ -199,7 +199,7 @@ CRITEST_BACKENDS ?= 2.4 2.3
 # specs run on the newest (TEST_CRITEST_BACKENDS, TEST_UPSTREAM_BACKENDS).
 # critest parity on 2.3 and 1.7 (`make conformance`) and the upstream specs
 # with kubelets 1.36 and 1.35 (`make e2e-upstream`) passed on 2026-11-27
-# (docs/conformance.md); they cost CI about 8 more minutes warm.
+# (docs/reports/conformance.md); they cost CI about 8 more minutes warm.
 TEST_CRITEST_BACKENDS  ?= 2.4
 TEST_UPSTREAM_BACKENDS ?= 2.4
 CRITEST_MIN_PASS_CONTAINERD24 ?= 124
@@ -208,7 +208,7 @@ CONFORMANCE_ARGS_24 := --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD24) --cri
 CONFORMANCE_ARGS_23 := --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD23) --critest-nri --modes direct,shim
 # On 1.7 the suite through the shim only, unless critest runs there (make
 # conformance): what containerd 1.7 does alone is a measurement, which
-# decides nothing (docs/conformance.md has it from make conformance).
+# decides nothing (docs/reports/conformance.md has it from make conformance).
 comma := ,
 CONFORMANCE_ARGS_17 = $(if $(filter 1.7,$(CRITEST_BACKENDS)),--modes direct$(comma)shim,--modes shim)
 
@@ -260,7 +260,7 @@ e2e-tools: deps build
 # with a reason, or been refused with a typed error; the node must recover
 # within the bound after each fault; nothing may be left that no pod owns;
 # the shim may not grow. The seed, the schedule and the report are printed
-# (docs/reliability.md, Soak); the components' logs go to bin/soak/.
+# (docs/reports/reliability.md, Soak); the components' logs go to bin/soak/.
 #   make soak                            30 minutes on containerd $(CONTAINERD_24) (NRI)
 #   make soak SOAK_DURATION=3m           a smoke run
 #   make soak SOAK_BACKEND=1.7           on containerd $(CONTAINERD_17) (the Update path); any of BACKENDS,
@@ -346,9 +346,9 @@ matrix:
 # processes ([Serial] specs alone at the end), outside `make test`: about
 # 55 minutes per run, two runs per backend (BACKENDS=2.4 for one). Specs
 # that fail directly need their reason in e2e/upstream/known-failures.txt.
-# Tables: bin/node-conformance/BACKEND/parity.txt; docs/conformance.md's
+# Tables: bin/node-conformance/BACKEND/parity.txt; docs/reports/conformance.md's
 # table is made from them by
-#   bin/nstarget-matrix upstream --docs docs/conformance.md bin/node-conformance
+#   bin/nstarget-matrix upstream --docs docs/reports/conformance.md bin/node-conformance
 NODE_CONFORMANCE_PROCS ?= 12
 .PHONY: node-conformance
 node-conformance:
@@ -390,7 +390,7 @@ demo: deps build
 	$(call backend_env,$(RUN_BACKEND)) ./bin/nstarget-lab demo --shim $(BIN)
 
 # The shim and a byte splice (the floor of any proxy) against the containerd
-# behind them, interleaved in one run; ends with the table of docs/benchmarks.md
+# behind them, interleaved in one run; ends with the table of docs/reports/benchmarks.md
 # (figure | target | measured | met/missed). BENCH_ARGS e.g.
 # "-count 100 -calls 3000 -duration 12s".
 BENCH_ARGS ?=
@@ -502,12 +502,12 @@ config/default.toml: config/config.go
 docs: config/default.toml
 	$(GO) test -count=1 -run '^TestReference$$' ./cmd/cri-nstarget -update
 
-# Conformance (docs/conformance.md): the TARGET suite (conformance/, any CRI
+# Conformance (docs/reports/conformance.md): the TARGET suite (conformance/, any CRI
 # endpoint) and critest $(CRITEST_VERSION), against a private containerd, directly and
 # through the shim; critest must pass the same specs both ways.
 #   make conformance-containerd-X   one backend (above): the suite, and critest on CRITEST_BACKENDS
 #   make conformance                every backend, BACKENDS and MATRIX_BACKENDS, each with critest,
-#                                   then the tables in docs/conformance.md
+#                                   then the tables in docs/reports/conformance.md
 # critest and its stand-in binary are built from their own module
 # (hack/critest/go.mod), so their dependencies never touch go.mod.
 # critest's version is named once, in hack/critest/go.mod.
@@ -531,9 +531,9 @@ conformance:
 	$(MAKE) conformance-report
 
 conformance-report:
-	bin/nstarget-matrix report --docs docs/conformance.md $(CONFORMANCE_OUT)
+	bin/nstarget-matrix report --docs docs/reports/conformance.md $(CONFORMANCE_OUT)
 
-# critest -benchmark (docs/benchmarks.md), nstarget-bench's critest mode:
+# critest -benchmark (docs/reports/benchmarks.md), nstarget-bench's critest mode:
 # critest's benchmark specs against a private containerd 1.6, directly
 # and through the shim, in alternating rounds, then a side-by-side table
 # (bin/bench-critest/summary.md).
@@ -544,8 +544,8 @@ bench-critest: deps conformance-tools
 	$(GO) run ./cmd/nstarget-bench critest --shim-binary $(BIN) --critest bin/critest --critest-standin bin/critest-standin \
 		--critest-busybox "$$(./hack/busybox-full.sh)" --containerd containerd --out bin/bench-critest $(BENCH_CRITEST_ARGS)
 
-# Release artifacts for node image bakers (docs/operations.md, "Image
-# bakers"), into $(DIST): static binaries (CGO off, -trimpath, stamped),
+# Release artifacts for node image bakers (docs/node-images.md), into
+# $(DIST): static binaries (CGO off, -trimpath, stamped),
 # tarballs of make install's tree with sha256sum files, a .deb and an .rpm
 # (nfpm v2.45.2, built from its own module, hack/nfpm/go.mod) per
 # architecture; the same of nstarget-conformance (make install-conformance,
@@ -559,7 +559,7 @@ bench-critest: deps conformance-tools
 #                        checksums and ELF arches, checks the notes and changelogs against
 #                        CHANGELOG.md, lints the .debs, installs, removes and purges them (in a
 #                        throw-away overlay of /), and runs the image-baker recipes of
-#                        docs/operations.md
+#                        docs/node-images.md
 DIST           ?= dist
 RELEASE_ARCHES ?= amd64 arm64
 .PHONY: release release-check

@@ -22,7 +22,7 @@
 #     config kept) and purges (nothing left) with dpkg; the unit is neither
 #     enabled nor started by it; the .rpm installs and erases with rpm (its
 #     scripts under sh; an empty rpm database); then the image-baker recipes of
-#     docs/operations.md (the Packer provisioner script, the kind Dockerfile's
+#     docs/node-images.md (the Packer provisioner script, the kind Dockerfile's
 #     RUN steps on a slim image that drops /usr/share/doc) install, enable and
 #     purge cleanly. All of this runs in a private mount namespace on an
 #     overlay of / whose writes go to a tmpfs: dpkg sees this machine's
@@ -233,15 +233,15 @@ check "make release refuses a version without an entry in CHANGELOG.md, and says
    [ \$rc != 0 ] && grep -q 'no entry for v0.0.0-nochangelog.1' <<<\"\$out\" && grep -q 'has no entry in CHANGELOG.md' <<<\"\$out\" && [ ! -e '$work/refused' ] || { echo \"exit \$rc\"; echo \"\$out\"; false; }"
 
 # --- install, remove, purge; the image-baker recipes ------------------------------
-# Each recipe is the block of docs/operations.md after <!-- release-check: NAME -->.
+# Each recipe is the block of docs/node-images.md after <!-- release-check: NAME -->.
 snippet() { awk -v name="$1" '
   $0 == "<!-- release-check: " name " -->" { found = 1; next }
   found == 1 && /^```/ { found = 2; next }
   found == 2 && /^```/ { exit }
-  found == 2 { print }' docs/operations.md; }
+  found == 2 { print }' docs/node-images.md; }
 snippet install-cri-nstarget.sh >"$work/install-cri-nstarget.sh"
 snippet Dockerfile >"$work/Dockerfile"
-check "docs/operations.md has the Packer script and the kind Dockerfile" test -s "$work/install-cri-nstarget.sh" -a -s "$work/Dockerfile"
+check "docs/node-images.md has the Packer script and the kind Dockerfile" test -s "$work/install-cri-nstarget.sh" -a -s "$work/Dockerfile"
 check "the Packer script is valid sh" sh -n "$work/install-cri-nstarget.sh"
 # The Dockerfile's RUN steps, joined as the builder joins them (a line ending
 # in \ goes on), with its ARGs' defaults and TARGETARCH; then its COPY

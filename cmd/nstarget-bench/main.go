@@ -6,7 +6,7 @@
 // the floor of any proxy's cost on this machine. With --baseline-binary, a
 // second shim from another binary (an older commit's) is one more side of
 // every measure, so that old and new compare in one run. It ends with the figures of
-// docs/benchmarks.md, each against its target, as markdown, with the command
+// docs/reports/benchmarks.md, each against its target, as markdown, with the command
 // line and the machine.
 //
 // By default it starts a private containerd and a shim (root needed); with

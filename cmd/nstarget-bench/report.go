@@ -226,7 +226,7 @@ func commandLine(args []string) string {
 	return strings.Join(parts, " ")
 }
 
-// summary is what a run ends with: pasted as is into docs/benchmarks.md.
+// summary is what a run ends with: pasted as is into docs/reports/benchmarks.md.
 // base is the baseline's figures, nil without one.
 func summary(command string, m machine, when time.Time, took time.Duration, got, base map[string]outcome) string {
 	return fmt.Sprintf("Command: `%s` (%s, %s)\n\n%s\n%s", command,

@@ -4,8 +4,8 @@
 //
 //	nstarget-matrix run --backend containerd-1.6 --suite bin/nstarget-conformance --critest bin/critest --out DIR
 //	nstarget-matrix compare DIR/critest-containerd-1.6-direct.xml DIR/critest-containerd-1.6-shim.xml
-//	nstarget-matrix report --docs docs/conformance.md DIR
-//	nstarget-matrix upstream --docs docs/conformance.md bin/node-conformance
+//	nstarget-matrix report --docs docs/reports/conformance.md DIR
+//	nstarget-matrix upstream --docs docs/reports/conformance.md bin/node-conformance
 //
 // critest -benchmark is nstarget-bench's (nstarget-bench critest).
 //
