@@ -15,6 +15,7 @@
 //	nstarget-bench [flags]           the CRI measures (make bench)
 //	nstarget-bench critest [flags]   critest -benchmark directly and through the shim (make bench-critest)
 //	nstarget-bench events [flags]    TARGET creates with events off, on, and to a silent apiserver (make bench-events)
+//	nstarget-bench node [flags]      a kubelet with 100 pods on the shim and on containerd directly (make bench-node)
 package main
 
 import (
@@ -70,6 +71,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "events" {
 		if err := eventsCmd(ctx, os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "nstarget-bench events:", err)
+			stop()
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "node" {
+		if err := nodeCmd(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "nstarget-bench node:", err)
 			stop()
 			os.Exit(1)
 		}
