@@ -633,8 +633,8 @@ node-tools: deps node-image crictl
 	done
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
-	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/*_amd64.deb)" \
-	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*_amd64.deb)" \
+	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
+	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
 	NSTARGET_NODE_CRICTL=$(CURDIR)/bin/crictl \
 	NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
 	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD_VERSION=$(CONTAINERD_24) ./hack/containerd.sh)" NSTARGET_RUNC2="$(call runc_bin,2.4)"
