@@ -34,7 +34,7 @@ func (e taskStatusError) Is(target error) bool { return target == errTaskNotRunn
 // task pids and stored container specs, in one containerd namespace. It uses
 // containerd's generated API clients, the same services the containerd Go
 // client wraps, without the client's weight (about 17 MB of binary and
-// 12 MB of resident memory: docs/benchmarks.md). Errors keep containerd's
+// 12 MB of resident memory: docs/reports/benchmarks.md). Errors keep containerd's
 // gRPC status, so status.Code tells Unavailable or NotFound.
 type containerdAPI struct {
 	containers containers.ContainersClient

@@ -215,7 +215,7 @@ func (r reporter) targeting(namespace, stage, result string, why reasonKind) {
 }
 
 // stopwatch times the steps of one create, for the debug log: where a
-// create's time goes (docs/benchmarks.md, nstarget-bench -steps).
+// create's time goes (docs/reports/benchmarks.md, nstarget-bench -steps).
 type stopwatch struct {
 	last  time.Time
 	start time.Time

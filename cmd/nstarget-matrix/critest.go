@@ -49,7 +49,7 @@ func parseSkipList(b []byte) ([]skipEntry, error) {
 // critestFloors is how many critest specs must pass, per backend label, for
 // parity to mean anything: a critest that ran nothing passes the same
 // (empty) set both ways. These are the counts measured with this skip list
-// (docs/conformance.md), critest v1.37.0: containerd 1.6.20 91; containerd
+// (docs/reports/conformance.md), critest v1.37.0: containerd 1.6.20 91; containerd
 // 2.4.2 with runc 1.5.2 124 (user namespaces and, with --critest-nri, NRI
 // included); containerd 2.3.7 with runc 1.5.2 123 (the same, less the pod
 // sandbox metrics spec); containerd 1.7.35 with runc 1.3.6 93 (no NRI, no

@@ -1,11 +1,11 @@
 // Command nstarget-matrix runs the conformance matrix: the TARGET suite
-// (conformance/, built with `go test -c`) and critest against a private
+// (conformance/: nstarget-conformance, as make release ships it) and critest against a private
 // containerd, directly and through cri-nstarget, and compares the results.
 //
 //	nstarget-matrix run --backend containerd-1.6 --suite bin/nstarget-conformance --critest bin/critest --out DIR
 //	nstarget-matrix compare DIR/critest-containerd-1.6-direct.xml DIR/critest-containerd-1.6-shim.xml
-//	nstarget-matrix report --docs docs/conformance.md DIR
-//	nstarget-matrix upstream --docs docs/conformance.md bin/node-conformance
+//	nstarget-matrix report --docs docs/reports/conformance.md DIR
+//	nstarget-matrix upstream --docs docs/reports/conformance.md bin/node-conformance
 //
 // critest -benchmark is nstarget-bench's (nstarget-bench critest).
 //

@@ -38,7 +38,7 @@ ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 `
 
-// kubeletConfig is what the recipe in docs/operations.md says: the systemd
+// kubeletConfig is what the recipe in docs/node-images.md says: the systemd
 // cgroup driver, and failCgroupV1 left at its default (true), so that the
 // kubelet starting at all proves cgroup v2. The rest are the defaults but
 // for quicker status updates.

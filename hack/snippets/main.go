@@ -1,4 +1,4 @@
-// Command snippets-check checks the image-baker recipes of docs/operations.md
+// Command snippets-check checks the image-baker recipes of docs/node-images.md
 // that cannot run here (hack/release-check.sh extracts them):
 //
 //	snippets-check dockerfile FILE   BuildKit's parser reads it without a warning,

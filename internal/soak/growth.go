@@ -27,7 +27,7 @@ type Growth struct {
 
 // DefaultGrowth: half again the first sample, plus 16 MiB of RSS, 32 fds
 // and 32 goroutines (a shim of this project serves with about 20 MiB, 15 fds
-// and 25 goroutines: docs/reliability.md, Load).
+// and 25 goroutines: docs/reports/reliability.md, Load).
 var DefaultGrowth = Growth{Factor: 1.5, RSSSlack: 16 << 20, FDSlack: 32, GoroutineSlack: 32}
 
 // String states the bound, for the report.

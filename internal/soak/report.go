@@ -57,7 +57,7 @@ func (r *Report) Failures() []string {
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-// Print writes the report as text, then the row of docs/reliability.md's
+// Print writes the report as text, then the row of docs/reports/reliability.md's
 // soak table.
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\n=== soak report ===\n")
@@ -92,7 +92,7 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %s\n", f)
 		}
 	}
-	fmt.Fprintf(w, "\ndocs/reliability.md row:\n%s\n", r.Row())
+	fmt.Fprintf(w, "\ndocs/reports/reliability.md row:\n%s\n", r.Row())
 }
 
 func (r *Report) judged() int {
@@ -124,7 +124,7 @@ func formatCounts(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Row is the run as a row of docs/reliability.md's soak table: duration,
+// Row is the run as a row of docs/reports/reliability.md's soak table: duration,
 // seed, backend, pods, debug containers, targeted/fallback/refused, faults,
 // wrong joins, leaks, longest recovery, RSS/fds/goroutines first and last,
 // result.
