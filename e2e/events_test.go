@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,14 +66,24 @@ func eventsOf(evs []kubeEvent, container, source string) []kubeEvent {
 // container's fieldPath, source cri-nstarget on the node, count 1.
 func shimEvent(t *testing.T, pod, container string) kubeEvent {
 	t.Helper()
+	return shimEventWith(t, pod, container, "")
+}
+
+// shimEventWith is shimEvent for the one Event with reason ("": any).
+func shimEventWith(t *testing.T, pod, container, reason string) kubeEvent {
+	t.Helper()
 	var evs []kubeEvent
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		if evs = eventsOf(podEvents(t, pod), container, "cri-nstarget"); len(evs) > 0 || time.Now().After(deadline) {
+		evs = eventsOf(podEvents(t, pod), container, "cri-nstarget")
+		if reason != "" {
+			evs = slices.DeleteFunc(evs, func(e kubeEvent) bool { return e.Reason != reason })
+		}
+		if len(evs) > 0 || time.Now().After(deadline) {
 			break
 		}
 	}
 	if len(evs) != 1 {
-		t.Fatalf("cri-nstarget's events on pod %s about %s: %+v, want one\ncri-nstarget log tail:\n%s", pod, container, evs, tail(shim.LogPath(), 3000))
+		t.Fatalf("cri-nstarget's events on pod %s about %s (reason %q): %+v, want one\ncri-nstarget log tail:\n%s", pod, container, reason, evs, tail(shim.LogPath(), 3000))
 	}
 	e, uid := evs[0], getPod(t, pod).Metadata.UID
 	io := e.InvolvedObject
