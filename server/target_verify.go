@@ -180,6 +180,9 @@ func (v *verifier) verify(ctx context.Context, id string, prev *taskRead, try in
 func (v *verifier) readNow(ctx context.Context, id string) *taskRead {
 	st, err := v.states.TaskState(ctx, id)
 	switch {
+	case status.Code(err) == codes.NotFound:
+		// containerd's CRI deletes a task once it has handled its exit
+		return &taskRead{err: fmt.Errorf("its task is gone: %w", namespaces.ErrExited), at: time.Now()}
 	case err != nil:
 		return &taskRead{err: fmt.Errorf("ask containerd for the task: %w", err), at: time.Now()}
 	case st.status == task.Status_STOPPED:
@@ -291,7 +294,9 @@ func (v *verifier) report(ctx context.Context, id string, r *taskRead, w taskWor
 	}
 	want := map[string]pinID{}
 	for _, kind := range []string{string(namespaces.PID), string(namespaces.IPC)} {
-		if ns, ok := rec.Namespaces[kind]; ok && ns.Result == oci.Targeted && ns.Path != "" {
+		// a namespace checked already (by the catch-up after a restart of
+		// the shim, as well as by its start) is said once
+		if ns, ok := rec.Namespaces[kind]; ok && ns.Result == oci.Targeted && ns.Path != "" && ns.Verify == nil {
 			id, err := v.t.stat(ns.Path)
 			want[kind] = pinID{id: id, err: err}
 		}

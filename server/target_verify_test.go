@@ -242,6 +242,15 @@ func TestVerifyAfterStart(t *testing.T) {
 				t.Errorf("metrics %v, want %s", m.outcomes(), o)
 			}
 		}
+		// checked again (the catch-up after a restart of the shim, as well
+		// as its start): said once
+		r.server.target.verify.started(id)
+		done := make(chan struct{})
+		r.server.target.exits.side.submit(chanVerify, func(context.Context) { close(done) })
+		<-done
+		if got := s.posted(); len(got) != 1 {
+			t.Errorf("posted %d events after a second check, want the one", len(got))
+		}
 	})
 }
 
