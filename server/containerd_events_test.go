@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +141,40 @@ func TestTaskEvents(t *testing.T) {
 	}
 	if ev.up.Load() {
 		t.Error("up after the reader ended")
+	}
+}
+
+// Shutdown ends the goroutines that live with the server: the side
+// queue's and the reader of containerd's events (subscribed, and waiting
+// for events), and waits for them.
+func TestShutdownEndsSideGoroutines(t *testing.T) {
+	svc := &fakeEventService{}
+	lis := bufconn.Listen(1 << 16)
+	gs := grpc.NewServer()
+	eventsapi.RegisterEventsServer(gs, svc)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn := dialMem(t, lis)
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	s := New(Options{Backend: conn, Containerd: conn, ContainerdNamespace: "k8s.io", StateDir: t.TempDir(), TargetingVia: ViaUpdate, Log: logrus.NewEntry(log)})
+	waitFor(t, "the subscription to containerd's events", func() bool {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		return len(svc.filters) > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Shutdown(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Shutdown waited until its deadline")
+	}
+	// Shutdown has waited for them: none is left now
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, f := range []string{"server.(*taskEvents).run", "server.(*sideQueue).run"} {
+		if strings.Contains(stacks, f) {
+			t.Errorf("a goroutine in %s after Shutdown:\n%s", f, stacks)
+		}
 	}
 }
