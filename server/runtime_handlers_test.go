@@ -10,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -144,19 +145,21 @@ func TestHandlerFallbackBeforeCreate(t *testing.T) {
 	})
 }
 
-// The shim reads runtime_handler off the request's bytes, and forwards
-// them as they came.
+// The shim reads runtime_handler off the request's bytes, as protobuf does
+// (the last occurrence wins), and forwards them as they came: out of
+// order, a field twice, an unknown field, all reach the backend.
 func TestRunPodSandboxForwardsBytes(t *testing.T) {
 	r := newRig(t, false)
 	h := r.withHandlers(t, "")
-	req := &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "sb2"},
-		Labels: map[string]string{"b": "2", "a": "1"}}, RuntimeHandler: "kata"}
-	raw, err := proto.Marshal(req)
+	cfg, err := proto.Marshal(&runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "sb2"}, Labels: map[string]string{"b": "2", "a": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// an unknown field after the known ones, as a newer kubelet may send
-	raw = append(raw, 0xa2, 0x06, 0x01, 'x')
+	var raw []byte
+	raw = protowire.AppendBytes(protowire.AppendTag(raw, 2, protowire.BytesType), []byte("runc"))
+	raw = protowire.AppendBytes(protowire.AppendTag(raw, 1, protowire.BytesType), cfg)
+	raw = protowire.AppendBytes(protowire.AppendTag(raw, 2, protowire.BytesType), []byte("kata"))
+	raw = protowire.AppendBytes(protowire.AppendTag(raw, 100, protowire.BytesType), []byte("x")) // unknown to this cri-api
 	var got []byte
 	_, err = r.server.target.runPodSandbox(context.Background(), raw, func(_ context.Context, b []byte) ([]byte, error) {
 		got = b
@@ -169,6 +172,6 @@ func TestRunPodSandboxForwardsBytes(t *testing.T) {
 		t.Errorf("forwarded %x, want %x", got, raw)
 	}
 	if h.pods["sb2"] != "kata" {
-		t.Errorf("pods %v, want sb2 of kata", h.pods)
+		t.Errorf("pods %v, want sb2 of kata (the last occurrence)", h.pods)
 	}
 }
