@@ -65,7 +65,7 @@ func (r *Report) Print(w io.Writer) {
 	if r.Break != "" {
 		fmt.Fprintf(w, ", BROKEN BUILD %s", r.Break)
 	}
-	fmt.Fprintf(w, "\npods made %d, debug containers asked for %d, judged %d (targeted %s, fallback %d, refused %d, wrong %d), lost with their pod %d\n",
+	fmt.Fprintf(w, "\npods made %d, debug containers asked for %d, judged %d (targeted and verified joined %s, fallback %d, refused %d, wrong %d), lost with their pod %d\n",
 		r.PodsMade, r.DebugMade, r.judged(), r.targeted(), r.Outcomes[FellBack], r.Outcomes[Refused], r.Outcomes[WrongJoin], r.Lost)
 	fmt.Fprintf(w, "reasons: %s\n", formatCounts(r.Reasons))
 	fmt.Fprintf(w, "faults: %s\n", r.faults())
