@@ -68,7 +68,7 @@ func runSuite(m *testing.M) (code int) {
 		return 1
 	}
 	if env, err = harness.StartWith(ctx, harness.EnvOptions{BusyboxFiles: []harness.File{probe}, Runtimes: []harness.Runtime{
-		{Name: nojoinHandler, BinaryName: nojoin}, {Name: vmlikeHandler, Type: "io.containerd.kata.v2"}}}); err != nil {
+		{Name: nojoinHandler, BinaryName: nojoin}}}); err != nil {
 		fmt.Fprintln(os.Stderr, "start containerd:", err)
 		return 1
 	}

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,19 +15,14 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
-// The runtime handlers containerd runs beside runc here (main_test.go),
-// both by the runc shim: nojoinHandler is the stand-in for a sandboxed
-// runtime (a VM or user-space-kernel runtime such as Kata or gVisor, which
-// runs the pod in a kernel of its own and ignores the namespace paths a
-// spec names): runc behind a wrapper (internal/nojoinruntime) that removes
-// the PID namespace path from the bundle on create; its type is runc's,
-// so nothing tells the shim beforehand. vmlikeHandler is a runtime whose
-// containerd runtime type is a VM runtime's (Kata's), as containerd's
-// config reports it; it runs runc all the same (runtime_path).
-const (
-	nojoinHandler = "nojoin"
-	vmlikeHandler = "vmlike"
-)
+// nojoinHandler is the runtime handler containerd runs beside runc here
+// (main_test.go): the stand-in for a sandboxed runtime (a VM or
+// user-space-kernel runtime such as Kata or gVisor, which runs the pod in a
+// kernel of its own and ignores the namespace paths a spec names): runc
+// behind a wrapper (internal/nojoinruntime) that removes the PID namespace
+// path from the bundle on create. Its type is runc's, so nothing tells the
+// shim beforehand.
+const nojoinHandler = "nojoin"
 
 // hostNetOwn: a host-network pod whose containers each have a PID
 // namespace of their own, as runPod makes them.
@@ -99,22 +95,28 @@ func TestSandboxedRuntimeNotJoined(t *testing.T) {
 	}
 }
 
-// A runtime handler whose containerd runtime type is not runc's (the
-// shim's default, auto, reads it from containerd's Status): a TARGET create
-// in its pods falls back before anything is made, also for a shim started
-// after the pod was (its handler is learnt from the backend).
-func TestRuntimeTypeCannotJoin(t *testing.T) {
-	first := startShim(t)
-	p := runPodOn(t, shimCRI(first), vmlikeHandler, hostNetOwn)
+// A runtime handler configured as unable to join (runtime_handlers_without_join):
+// a TARGET create in its pods falls back before anything is made, also for
+// a shim started after the pod was (the pod's handler is then learnt from
+// the backend). Each shim read containerd's runtimes, with their types,
+// from its verbose Status (auto, the default, decides by them: unit-tested
+// on what 2.4.2, 2.3.7 and 1.7.35 answer, server/testdata).
+func TestConfiguredHandlerCannotJoin(t *testing.T) {
+	const flag = "--runtime-handlers-without-join=auto," + nojoinHandler
+	first := startShim(t, flag)
+	p := runPodOn(t, shimCRI(first), nojoinHandler, hostNetOwn)
 	app := run(t, shimCRI(first), p, "app", pidOwn, "sleep", "3612")
-	for i, s := range []*harness.Shim{first, startShim(t)} {
+	for i, s := range []*harness.Shim{first, startShim(t, flag)} {
 		dbg, err := createIn(t, shimCRI(s), p, "debug"+strconv.Itoa(i), targetOf(app))
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := direct.Info(t, dbg).Record(t).Namespaces["pid"]
-		if r.Result != oci.Fallback || r.ReasonKind != "runtime_cannot_join" || !strings.Contains(r.Reason, "io.containerd.kata.v2") {
-			t.Errorf("shim %d: record %+v, want a fallback runtime_cannot_join naming the runtime type", i, r)
+		if r.Result != oci.Fallback || r.ReasonKind != "runtime_cannot_join" || !strings.Contains(r.Reason, "runtime_handlers_without_join lists it") {
+			t.Errorf("shim %d: record %+v, want a fallback runtime_cannot_join, configured", i, r)
+		}
+		if log, _ := os.ReadFile(s.LogPath()); !strings.Contains(string(log), "runtimes=\"map["+nojoinHandler+":io.containerd.runc.v2 runc:io.containerd.runc.v2]\"") {
+			t.Errorf("shim %d did not read containerd's runtimes from its Status:\n%s", i, log)
 		}
 	}
 }
