@@ -262,6 +262,10 @@ func TestEventsPodNotInTheAPIServer(t *testing.T) {
 		t.Cleanup(func() {
 			shim.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: resp.GetContainerId()})
 		})
+		// its Event is due once the check after its start has seen it
+		if _, err := shim.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: resp.GetContainerId()}); err != nil {
+			t.Fatalf("StartContainer %s through the shim: %v", name, err)
+		}
 		waitDropped(t, "pod_not_found", before+float64(i))
 	}
 	if evs := podEvents(t, "made-by-crictl"); len(evs) > 0 {
