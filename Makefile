@@ -1,15 +1,20 @@
 # cri-nstarget. On a fresh Debian machine, as root:
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set:
-#               Debian's 1.6.20, past end of life, unless RUN_BACKEND=2.4, 2.3 or 1.7), and crictl
+#               RUN_BACKEND, by default 2.4, built once into /var/cache/cri-nstarget, a few minutes
+#               the first time, its progress shown; 2.3 or 1.7 likewise; RUN_BACKEND=1.6 is quick,
+#               Debian's 1.6.20, past end of life), and crictl
 #   make demo   the feature end to end, then a clean teardown (RUN_BACKEND as for make run)
 #   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, release check
 #               (packages built twice, installed and purged in an overlay), then on each supported
 #               containerd (BACKENDS: 2.4 the newest, 2.3 the LTS, 1.7; each with its own runc)
-#               integration, conformance (the TARGET suite; critest parity on 2.4 and 2.3), end to end
-#               with the kubelet nodes pair it with (make e2e: 1.37, 1.36, 1.35) and Kubernetes' own
-#               specs (make e2e-upstream); and a systemd node on cgroup v2 under qemu with the .deb
-#               installed (make node-e2e). BACKENDS="2.4" runs one; the versions are below.
-#   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/
+#               integration, conformance (the TARGET suite, the shipped nstarget-conformance, on all
+#               three; critest parity on 2.4, TEST_CRITEST_BACKENDS), end to end with the kubelet
+#               nodes pair it with (make e2e: 1.37, 1.36, 1.35), Kubernetes' own specs on 2.4 (make
+#               e2e-upstream); and a systemd node on cgroup v2 under qemu with the .deb installed
+#               (make node-e2e). BACKENDS="2.4" runs one; the versions are below.
+#   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/, with release notes and
+#               package changelogs from CHANGELOG.md (VERSION must have its entry there)
+#   make docs   the flag and key reference (README.md, man page) and config/default.toml, from config/
 #   make matrix integration and conformance on containerd 1.6 and 2.1 (outside CI)
 #   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
 #               end to end, on each backend with its kubelet (part of make test)
@@ -106,7 +111,7 @@ fuzz:
 #   2.3      $(CONTAINERD_23)  LTS to 2028  $(RUNC_2)    $(KUBERNETES_PREVIOUS)
 #   1.7      $(CONTAINERD_17)               $(RUNC_17)   $(KUBERNETES_OLDEST)
 #   2.1      $(CONTAINERD_21)  (make matrix)  Debian's
-#   1.6      Debian's 1.6.20, past end of life (make matrix; make run's quick default)
+#   1.6      Debian's 1.6.20, past end of life (make matrix; make run RUN_BACKEND=1.6, the quick one)
 # `make test` runs BACKENDS (default: 2.4 2.3 1.7); `make matrix` runs
 # MATRIX_BACKENDS (1.6 2.1). A leg is named after its backend:
 # integration-containerd-2.4, conformance-containerd-2.3, e2e-containerd-1.7,
@@ -123,10 +128,13 @@ fuzz:
 #                              targeted pod lifecycles) for 30 s on 2.4, 10 s on the others.
 #   integration-containerd-2.4-update  the targeting tests again with the shims forced onto the
 #                              Update path, on a backend that also has NRI and user namespaces
-#   conformance-containerd-X   the TARGET suite (conformance/) directly and through the shim, on all
-#                              three; critest $(CRITEST_VERSION) parity (the same specs pass directly and
-#                              through the shim, above a floor) on CRITEST_BACKENDS (2.4 and 2.3: the
-#                              newest and the LTS; `make conformance` adds 1.7 and the matrix)
+#   conformance-containerd-X   the TARGET suite (nstarget-conformance, built by the rule make release
+#                              ships it with) through the shim on all three, and on containerd alone
+#                              (a measurement) on 2.4 and 2.3, and on 1.7 where critest runs;
+#                              critest $(CRITEST_VERSION) parity (the same specs pass directly and
+#                              through the shim, above a floor) on CRITEST_BACKENDS: 2.4 and 2.3 (the
+#                              newest and the LTS) for a leg run alone, 2.4 in make test
+#                              (TEST_CRITEST_BACKENDS); `make conformance` adds 1.7 and the matrix
 #   e2e-containerd-X           the whole e2e scenario set (kubectl debug --target and the rest of
 #                              e2e/) with the backend's kubelet under the newest control plane;
 #                              NSTARGET_EXPECT_VIA says which path every targeted create must take
@@ -357,18 +365,20 @@ test: deps lint unit race fuzz install-check release-check \
 	$(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
 
-# make run: a private containerd (Debian's 1.6.20 unless RUN_BACKEND names
-# one of the backends above, e.g. RUN_BACKEND=2.4: built once into the
-# cache), or with CONTAINERD_ADDRESS the containerd there; and the pinned
+# make run: a private containerd, RUN_BACKEND (default 2.4, the newest
+# supported: containerd $(CONTAINERD_24) with runc $(RUNC_24), built once into
+# /var/cache/cri-nstarget, a few minutes the first time, with its progress
+# shown; 2.3 and 1.7 likewise; 1.6: Debian's 1.6.20 at once, past end of
+# life), or with CONTAINERD_ADDRESS the containerd there; and the pinned
 # crictl (cri-tools $(CRITEST_VERSION)) in bin/, which Debian does not package.
-RUN_BACKEND ?=
+RUN_BACKEND ?= 2.4
 .PHONY: crictl
 crictl:
 	cd hack/critest && CGO_ENABLED=0 $(GO) build -trimpath -o ../../bin/crictl sigs.k8s.io/cri-tools/cmd/crictl
 
 run: deps build crictl
 ifeq ($(CONTAINERD_ADDRESS),)
-	$(if $(RUN_BACKEND),$(call backend_env,$(RUN_BACKEND))) ./bin/nstarget-lab run --shim $(BIN) --crictl $(CURDIR)/bin/crictl \
+	$(call backend_env,$(RUN_BACKEND)) ./bin/nstarget-lab run --shim $(BIN) --crictl $(CURDIR)/bin/crictl \
 		--listen $(LISTEN) --state-dir $(STATE_DIR) $(ARGS)
 else
 	@echo "Try: $(CURDIR)/bin/crictl --runtime-endpoint $(LISTEN) version"
@@ -377,7 +387,7 @@ else
 endif
 
 demo: deps build
-	$(if $(RUN_BACKEND),$(call backend_env,$(RUN_BACKEND))) ./bin/nstarget-lab demo --shim $(BIN)
+	$(call backend_env,$(RUN_BACKEND)) ./bin/nstarget-lab demo --shim $(BIN)
 
 # The shim and a byte splice (the floor of any proxy) against the containerd
 # behind them, interleaved in one run; ends with the table of docs/reports/benchmarks.md
@@ -455,9 +465,42 @@ uninstall:
 install-check:
 	MAKE="$(MAKE)" ./hack/install-check.sh
 
+# nstarget-conformance, the TARGET suite (conformance/) as it ships: a static
+# test binary (go test -c, as critest is built), stripped and stamped with
+# VERSION. The one rule for it: make release builds it through
+# install-conformance for each arch, and the conformance legs run what it
+# builds here (conformance-tools), so CI runs the shipped build.
+#   make install-conformance [PREFIX=...] [DESTDIR=...]   the binary, its man page, docs/qualify.md
+#   make uninstall-conformance
+CONFORMANCE_BIN     ?= bin/nstarget-conformance
+CONFORMANCE_DOCDIR  ?= $(PREFIX)/share/doc/cri-nstarget-conformance
+CONFORMANCE_LDFLAGS := $(EXTRA_LDFLAGS) -s -w -X github.com/cri-nstarget/cri-nstarget/conformance.version=$(VERSION)
+.PHONY: conformance-suite install-conformance uninstall-conformance
+conformance-suite:
+	CGO_ENABLED=0 $(GO) test -c -trimpath -ldflags "$(CONFORMANCE_LDFLAGS)" -o $(CONFORMANCE_BIN) ./conformance
+
+install-conformance: conformance-suite
+	install -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(CONFORMANCE_DOCDIR)
+	install -m 0755 $(CONFORMANCE_BIN) $(DESTDIR)$(BINDIR)/nstarget-conformance
+	install -m 0644 docs/nstarget-conformance.8 $(DESTDIR)$(MANDIR)/man8/nstarget-conformance.8
+	install -m 0644 docs/qualify.md LICENSE $(DESTDIR)$(CONFORMANCE_DOCDIR)/
+
+uninstall-conformance:
+	rm -f $(DESTDIR)$(BINDIR)/nstarget-conformance $(DESTDIR)$(MANDIR)/man8/nstarget-conformance.8 \
+		$(DESTDIR)$(CONFORMANCE_DOCDIR)/qualify.md $(DESTDIR)$(CONFORMANCE_DOCDIR)/LICENSE
+	-@rmdir $(DESTDIR)$(CONFORMANCE_DOCDIR) 2>/dev/null || true
+
 # config/default.toml is what `cri-nstarget config default` prints (a unit test checks).
 config/default.toml: config/config.go
 	$(GO) run ./cmd/cri-nstarget config default >$@.tmp && mv $@.tmp $@
+
+# make docs: what is made from config/config.go (the settings: key, flag,
+# default, meaning) and the binary's own flags: config/default.toml and the
+# reference of flags and keys in README.md and docs/cri-nstarget.8, between
+# their GENERATED markers. Unit tests fail when any of them is stale.
+.PHONY: docs
+docs: config/default.toml
+	$(GO) test -count=1 -run '^TestReference$$' ./cmd/cri-nstarget -update
 
 # Conformance (docs/reports/conformance.md): the TARGET suite (conformance/, any CRI
 # endpoint) and critest $(CRITEST_VERSION), against a private containerd, directly and
@@ -471,14 +514,13 @@ config/default.toml: config/config.go
 CRITEST_VERSION := $(shell sed -n 's|^require sigs.k8s.io/cri-tools \(v[^ ]*\).*|\1|p' hack/critest/go.mod)
 CONFORMANCE_OUT ?= bin/conformance
 CRITEST_SKIP    ?= hack/critest/skip.txt
-CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite bin/nstarget-conformance --out $(CONFORMANCE_OUT)
+CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite $(CONFORMANCE_BIN) --out $(CONFORMANCE_OUT)
 CRITEST_ARGS     = --critest bin/critest --critest-standin bin/critest-standin --critest-skip $(CRITEST_SKIP) \
 	--critest-busybox "$$(./hack/busybox-full.sh)"
 
 .PHONY: conformance conformance-tools conformance-report
 
-conformance-tools: build
-	$(GO) test -c -o bin/nstarget-conformance ./conformance
+conformance-tools: build conformance-suite
 	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
 	cd hack/critest && CGO_ENABLED=0 $(GO) build -o ../../bin/critest-standin ./standin
 	cd hack/critest && $(GO) test -c -o ../../bin/critest \
@@ -502,16 +544,22 @@ bench-critest: deps conformance-tools
 	$(GO) run ./cmd/nstarget-bench critest --shim-binary $(BIN) --critest bin/critest --critest-standin bin/critest-standin \
 		--critest-busybox "$$(./hack/busybox-full.sh)" --containerd containerd --out bin/bench-critest $(BENCH_CRITEST_ARGS)
 
-# Release artifacts for node image bakers (docs/operations.md, "Image
-# bakers"), into $(DIST): static binaries (CGO off, -trimpath, stamped),
+# Release artifacts for node image bakers (docs/node-images.md), into
+# $(DIST): static binaries (CGO off, -trimpath, stamped),
 # tarballs of make install's tree with sha256sum files, a .deb and an .rpm
 # (nfpm v2.45.2, built from its own module, hack/nfpm/go.mod) per
-# architecture, and SHA256SUMS. hack/release.sh says what each holds.
+# architecture; the same of nstarget-conformance (make install-conformance,
+# the package cri-nstarget-conformance); RELEASE-NOTES.md and the packages'
+# changelogs made from VERSION's entry in CHANGELOG.md (cmd/nstarget-changelog:
+# a version without one is refused); and SHA256SUMS. hack/release.sh says
+# what each holds.
 #   make release VERSION=vX.Y.Z [RELEASE_ARCHES="amd64 arm64"] [ALLOW_DIRTY=1]
-#   make release-check   builds them twice and compares, verifies checksums
-#                        and ELF arches, lints the .deb, installs, removes and
-#                        purges it (in a throw-away overlay of /), and runs
-#                        the image-baker recipes of docs/operations.md
+#                [UNRELEASED=1: a test build of a prerelease takes CHANGELOG.md's Unreleased section]
+#   make release-check   builds CHANGELOG.md's newest release twice and compares, verifies
+#                        checksums and ELF arches, checks the notes and changelogs against
+#                        CHANGELOG.md, lints the .debs, installs, removes and purges them (in a
+#                        throw-away overlay of /), and runs the image-baker recipes of
+#                        docs/node-images.md
 DIST           ?= dist
 RELEASE_ARCHES ?= amd64 arm64
 .PHONY: release release-check
@@ -556,7 +604,7 @@ node-boot-check: node-image
 node-tools: deps node-image crictl
 	$(NODE_LEG) node-agent env CGO_ENABLED=0 $(GO) build -trimpath -o $(NODE_AGENT) ./internal/nodeagent
 	for v in $(NODE_DEB_VERSIONS); do \
-		$(MAKE) --no-print-directory release VERSION=$$v RELEASE_ARCHES=amd64 DIST=bin/node/dist-$$v ALLOW_DIRTY=1 >/dev/null || exit 1; \
+		$(MAKE) --no-print-directory release VERSION=$$v RELEASE_ARCHES=amd64 DIST=bin/node/dist-$$v ALLOW_DIRTY=1 UNRELEASED=1 >/dev/null || exit 1; \
 	done
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \

@@ -34,11 +34,11 @@ const DefaultEventsKubeconfig = "/etc/kubernetes/kubelet.conf"
 // file; the flag is the key with '-' for '_'; the comment tag is the flag's
 // usage and the comment above the key in `cri-nstarget config default`.
 type Config struct {
-	Listen              string   `toml:"listen" comment:"CRI socket served to kubelet and crictl (unix:///absolute/path, or /absolute/path); mode 0660"`
+	Listen              string   `toml:"listen" comment:"CRI socket served to kubelet and crictl (unix:///absolute/path, or /absolute/path); mode 0660; a socket left by a crash is replaced, one another process serves is an error"`
 	RuntimeEndpoint     string   `toml:"runtime_endpoint" comment:"backend CRI endpoint (containerd's CRI plugin)"`
 	ContainerdAddress   string   `toml:"containerd_address" comment:"containerd API socket, for container specs and task pids"`
 	ContainerdNamespace string   `toml:"containerd_namespace" comment:"containerd namespace of CRI objects"`
-	StateDir            string   `toml:"state_dir" comment:"state directory; namespace pins live in <state_dir>/pins; keep it on tmpfs"`
+	StateDir            string   `toml:"state_dir" comment:"state directory, mode 0700: namespace pins live in <state_dir>/pins, records of creates in flight in <state_dir>/intents; keep it on tmpfs"`
 	StrictTargeting     bool     `toml:"strict_targeting" comment:"fail CreateContainer/StartContainer instead of falling back to the pod's namespaces"`
 	LogLevel            string   `toml:"log_level" comment:"log level: trace, debug, info, warn, error"`
 	LogFormat           string   `toml:"log_format" comment:"log format on stderr: text or json"`
@@ -225,7 +225,7 @@ func IsUsage(err error) bool {
 func newFlagSet(c *Config, path *string, out io.Writer, extra func(*flag.FlagSet)) *flag.FlagSet {
 	flags := flag.NewFlagSet("cri-nstarget", flag.ContinueOnError)
 	flags.SetOutput(out)
-	flags.StringVar(path, "config", *path, "configuration file (TOML); flags override it; empty: none")
+	flags.StringVar(path, "config", *path, "configuration file (TOML); flags override it; the default file may be missing (the defaults then), a file given here must exist; empty: none")
 	v := reflect.ValueOf(c).Elem()
 	for _, f := range fields {
 		p := v.Field(f.index).Addr().Interface()

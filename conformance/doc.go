@@ -10,11 +10,17 @@
 // container in a namespace that is neither the target's nor the pod's.
 //
 // The suite is the package's tests; it imports only cri-api, gRPC and the
-// standard library, so it can be built once and pointed anywhere:
+// standard library, so it can be built once and pointed anywhere. It ships
+// as the program nstarget-conformance (make release: its tarball and the
+// package cri-nstarget-conformance; docs/qualify.md), a static test binary
+// built as critest is (make conformance-suite), and CI runs that same build:
 //
-//	go test -c -o bin/nstarget-conformance ./conformance
+//	make conformance-suite    # bin/nstarget-conformance
 //	bin/nstarget-conformance --runtime-endpoint unix:///run/containerd/containerd.sock \
 //	    --test-image IMAGE --report report.json -test.v
+//
+// --help says how to point it at a runtime, --list lists the cases, --cases
+// selects some.
 //
 // The test image must have sh, ps (listing every process with
 // `ps -o pid,args`), readlink, sleep, unshare and cat, as busybox does.

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +19,9 @@ import (
 )
 
 var (
-	runtimeEndpoint = flag.String("runtime-endpoint", "", "CRI runtime service endpoint, e.g. unix:///run/containerd/containerd.sock (required; without it the suite skips)")
+	runtimeEndpoint = flag.String("runtime-endpoint", "", "CRI runtime service endpoint, e.g. unix:///run/containerd/containerd.sock (required)")
 	imageEndpoint   = flag.String("image-endpoint", "", "CRI image service endpoint (default: --runtime-endpoint)")
-	testImage       = flag.String("test-image", "", "busybox-like image with sh, ps, readlink, sleep, unshare and cat (required with --runtime-endpoint)")
+	testImage       = flag.String("test-image", "", "busybox-like image with sh, ps, readlink, sleep, unshare and cat (required)")
 	podNetworkMode  = flag.String("pod-network-mode", "host", "network of the suite's pods: host (NamespaceMode NODE) or pod (POD, needs CNI)")
 	reportPath      = flag.String("report", "", "write the results as JSON to this file")
 	label           = flag.String("label", "", "name of this run in the report (e.g. containerd-1.6/shim)")
@@ -27,7 +29,17 @@ var (
 	caseTimeout     = flag.Duration("case-timeout", 2*time.Minute, "time limit of one case")
 	pull            = flag.Bool("pull", true, "pull --test-image when the runtime does not have it")
 	requireUserns   = flag.Bool("require-userns", false, "fail, instead of skipping, the user-namespace cases when the runtime does not report user-namespace support")
+	cases           = flag.String("cases", "", "run only the cases whose id matches this regular expression, e.g. 'pid-target|ipc-target' or '^userns/' (--list shows the ids)")
+	listCases       = flag.Bool("list", false, "print each case's id and what it accepts, and exit (needs no endpoint)")
+	showVersion     = flag.Bool("version", false, "print the suite's version and exit")
 )
+
+// version is the suite's release, stamped by make (-X, the VERSION that
+// make release builds); a build without the stamp says so.
+var version = "unstamped"
+
+// casesFilter is --cases, compiled; nil runs every case.
+var casesFilter *regexp.Regexp
 
 // suite is what every case shares: the endpoint's clients.
 var suite struct {
@@ -38,10 +50,36 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Usage = usage
+	for _, a := range os.Args[1:] {
+		if a == "-h" || a == "-help" || a == "--help" {
+			flag.CommandLine.SetOutput(os.Stdout) // asked for: to stdout, for a pager
+		}
+	}
 	flag.Parse()
-	if *runtimeEndpoint == "" {
+	switch {
+	case *showVersion:
+		fmt.Printf("nstarget-conformance %s (the TARGET suite of cri-nstarget; CRI v1, %s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		os.Exit(0)
+	case *listCases:
+		for _, k := range suiteCases() {
+			fmt.Printf("%-36s %s\n", k.id, k.title)
+		}
+		os.Exit(0)
+	case *runtimeEndpoint == "" && underGoTest():
 		fmt.Fprintln(os.Stderr, "conformance: skipped: no --runtime-endpoint (this suite runs against a CRI endpoint; see doc.go)")
 		os.Exit(0)
+	case *runtimeEndpoint == "":
+		fmt.Fprintln(os.Stderr, "nstarget-conformance: --runtime-endpoint is required")
+		usage()
+		os.Exit(2)
+	}
+	if *cases != "" {
+		var err error
+		if casesFilter, err = regexp.Compile(*cases); err != nil {
+			fmt.Fprintf(os.Stderr, "nstarget-conformance: --cases: %v\n", err)
+			os.Exit(2)
+		}
 	}
 	if err := setUp(); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
@@ -186,4 +224,59 @@ func writeReport() error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// underGoTest reports whether go test runs the suite (it passes
+// -test.paniconexit0), where no endpoint means skip, not a usage error.
+func underGoTest() bool {
+	f := flag.Lookup("test.paniconexit0")
+	return f != nil && f.Value.String() == "true"
+}
+
+// usage is --help: what the suite is, how to point it at a runtime, its
+// own flags (go test's -test.* flags work too and are not listed).
+func usage() {
+	out := flag.CommandLine.Output()
+	fmt.Fprint(out, `nstarget-conformance: the TARGET conformance suite of cri-nstarget. It checks what
+kubectl debug --target needs from a CRI v1 runtime (NamespaceMode TARGET for the PID and IPC
+namespaces), from inside the containers it makes, against any CRI endpoint: a runtime directly,
+or through a proxy such as cri-nstarget. Where CRI leaves a choice (an exited target, an unknown
+mode), a case accepts any of a stated set of outcomes and reports which one it saw; it fails a
+container in any namespace but the target's or the pod's, and a refusal with the wrong code.
+
+Usage:
+  nstarget-conformance --runtime-endpoint ENDPOINT --test-image IMAGE [flags]
+
+As root (it creates and removes pods on that endpoint: use a node without workloads, or a
+private runtime), pointed at the runtime's CRI socket:
+  containerd    --runtime-endpoint unix:///run/containerd/containerd.sock
+  CRI-O         --runtime-endpoint unix:///var/run/crio/crio.sock
+  cri-nstarget  --runtime-endpoint unix:///run/cri-nstarget/cri.sock   (containerd behind it)
+The image needs sh, ps, readlink, sleep, unshare and cat, as busybox has; it is pulled through
+the endpoint when missing. For example:
+  nstarget-conformance --runtime-endpoint unix:///run/cri-nstarget/cri.sock \
+    --test-image docker.io/library/busybox:1.37 --report target.json
+
+Flags:
+`)
+	flag.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "test.") {
+			return
+		}
+		name, text := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if name != "" {
+			head += " " + name
+		}
+		if f.DefValue != "" && f.DefValue != "false" {
+			text += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(out, "%s\n    \t%s\n", head, text)
+	})
+	fmt.Fprint(out, `
+Output: a line per case (PASS, FAIL or SKIP, and what the runtime did), then the counts; -test.v
+prints each step as it happens. Exit status: 0 when no case failed, 1 when one did, 2 when the
+suite could not run (no endpoint, the image unavailable, a bad flag).
+More: man 8 nstarget-conformance; qualify.md in /usr/share/doc/cri-nstarget-conformance.
+`)
 }

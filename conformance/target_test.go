@@ -20,20 +20,38 @@ var (
 // TestTarget is the suite. Cases run one after another; each makes its own
 // pods and removes them.
 func TestTarget(t *testing.T) {
-	runCase(t, "pid-target", "PID TARGET: the debug container sees the target's processes, in the target's PID namespace", casePIDTarget)
-	runCase(t, "ipc-target", "IPC TARGET: the debug container is in the target's own IPC namespace, not the pod's", caseIPCTarget)
-	runCase(t, "userns/pid-target", "user-namespaced pod (hostUsers: false), PID TARGET: the debug container sees the target's processes, in the target's PID namespace and the pod's user namespace", caseUsernsPIDTarget)
-	runCase(t, "userns/ipc-target", "user-namespaced pod (hostUsers: false), IPC TARGET: the debug container is in the target's own IPC namespace and the pod's user namespace", caseUsernsIPCTarget)
-	runCase(t, "target-isolation", "the target keeps its namespaces; other containers of the pod do not see it or the debug container", caseIsolation)
-	runCase(t, "two-debug", "two debug containers targeting one container share its PID namespace", caseTwoDebug)
-	runCase(t, "target-restarted", "after the target is replaced (same name, attempt+1), a debug container targeting the new one joins the new one", caseRestarted)
-	runCase(t, "target-exited-before-create", "target exited before CreateContainer: created in the pod's namespace, or refused cleanly", caseExitedBeforeCreate)
-	runCase(t, "target-exited-before-start", "target exited between CreateContainer and StartContainer: runs in the pod's namespace, or refused cleanly", caseExitedBeforeStart)
-	runCase(t, "pid-reuse", "target's PID reused by an unrelated process before StartContainer: never joins that process's namespace", casePIDReuse)
-	runCase(t, "cross-pod", "target in another pod: FailedPrecondition, nothing created", caseCrossPod)
-	runCase(t, "unknown-target", "unknown target_id: NotFound, nothing created", caseUnknownTarget)
-	runCase(t, "sandbox-as-target", "a pod sandbox id as target_id: NotFound, nothing created", caseSandboxAsTarget)
-	runCase(t, "missing-target-id", "TARGET without target_id: InvalidArgument, nothing created", refusal("", codes.InvalidArgument))
+	for _, k := range suiteCases() {
+		if casesFilter == nil || casesFilter.MatchString(k.id) {
+			runCase(t, k.id, k.title, k.run)
+		}
+	}
+}
+
+// suiteCase is one case: its id (the subtest's name, what --cases
+// matches), what passes, and the case itself.
+type suiteCase struct {
+	id, title string
+	run       func(c *tc)
+}
+
+// suiteCases lists the cases in the order they run (--list prints them).
+func suiteCases() []suiteCase {
+	var all []suiteCase
+	add := func(id, title string, f func(c *tc)) { all = append(all, suiteCase{id, title, f}) }
+	add("pid-target", "PID TARGET: the debug container sees the target's processes, in the target's PID namespace", casePIDTarget)
+	add("ipc-target", "IPC TARGET: the debug container is in the target's own IPC namespace, not the pod's", caseIPCTarget)
+	add("userns/pid-target", "user-namespaced pod (hostUsers: false), PID TARGET: the debug container sees the target's processes, in the target's PID namespace and the pod's user namespace", caseUsernsPIDTarget)
+	add("userns/ipc-target", "user-namespaced pod (hostUsers: false), IPC TARGET: the debug container is in the target's own IPC namespace and the pod's user namespace", caseUsernsIPCTarget)
+	add("target-isolation", "the target keeps its namespaces; other containers of the pod do not see it or the debug container", caseIsolation)
+	add("two-debug", "two debug containers targeting one container share its PID namespace", caseTwoDebug)
+	add("target-restarted", "after the target is replaced (same name, attempt+1), a debug container targeting the new one joins the new one", caseRestarted)
+	add("target-exited-before-create", "target exited before CreateContainer: created in the pod's namespace, or refused cleanly", caseExitedBeforeCreate)
+	add("target-exited-before-start", "target exited between CreateContainer and StartContainer: runs in the pod's namespace, or refused cleanly", caseExitedBeforeStart)
+	add("pid-reuse", "target's PID reused by an unrelated process before StartContainer: never joins that process's namespace", casePIDReuse)
+	add("cross-pod", "target in another pod: FailedPrecondition, nothing created", caseCrossPod)
+	add("unknown-target", "unknown target_id: NotFound, nothing created", caseUnknownTarget)
+	add("sandbox-as-target", "a pod sandbox id as target_id: NotFound, nothing created", caseSandboxAsTarget)
+	add("missing-target-id", "TARGET without target_id: InvalidArgument, nothing created", refusal("", codes.InvalidArgument))
 	for _, m := range []struct{ name, id string }{
 		{"path", "../../proc/self"},
 		{"absolute-path", "/proc/1/ns/pid"},
@@ -41,12 +59,13 @@ func TestTarget(t *testing.T) {
 		{"too-long", strings.Repeat("f", 4096)},
 		{"space", "abc def"},
 	} {
-		runCase(t, "malformed-target-id/"+m.name, fmt.Sprintf("malformed target_id (%s, %q): InvalidArgument, nothing created", m.name, clip(m.id)), refusal(m.id, codes.InvalidArgument))
+		add("malformed-target-id/"+m.name, fmt.Sprintf("malformed target_id (%s, %q): InvalidArgument, nothing created", m.name, clip(m.id)), refusal(m.id, codes.InvalidArgument))
 	}
-	runCase(t, "network-target", "NamespaceMode TARGET for the network namespace: InvalidArgument, nothing created", caseNetworkTarget)
-	runCase(t, "unknown-mode/pid", "unknown NamespaceMode value for pid: created in the pod's namespace, or InvalidArgument", unknownMode("pid"))
-	runCase(t, "unknown-mode/ipc", "unknown NamespaceMode value for ipc: created in the pod's namespace, or InvalidArgument", unknownMode("ipc"))
-	runCase(t, "removal-order", "target removed before its debug container: both removals succeed", caseRemovalOrder)
+	add("network-target", "NamespaceMode TARGET for the network namespace: InvalidArgument, nothing created", caseNetworkTarget)
+	add("unknown-mode/pid", "unknown NamespaceMode value for pid: created in the pod's namespace, or InvalidArgument", unknownMode("pid"))
+	add("unknown-mode/ipc", "unknown NamespaceMode value for ipc: created in the pod's namespace, or InvalidArgument", unknownMode("ipc"))
+	add("removal-order", "target removed before its debug container: both removals succeed", caseRemovalOrder)
+	return all
 }
 
 func clip(s string) string {

@@ -53,10 +53,29 @@ cp -r "$src" "$work/src"
 chmod -R u+w "$work/src"
 cd "$work/src"
 ldflags="-s -w -X $mod/version.Version=$version -X $mod/version.Revision=module-proxy -X $mod/version.Package=$mod"
-echo "containerd: building $mod@$version into $out (a few minutes the first time)" >&2
+tags="no_btrfs no_devmapper no_zfs"
+export GOFLAGS=-mod=mod CGO_ENABLED=1
+# The progress of a build that takes minutes (make run's first start): go
+# build -v names each package it compiles; every 50th is counted aloud
+# against the packages the binaries import (those already in Go's build cache
+# are not compiled again, so the count may end below it).
+echo "containerd: building $mod@$version into $out, once: a few minutes; its progress follows" >&2
+total=$(go list -deps -tags "$tags" ./cmd/containerd ./cmd/containerd-shim-runc-v2 | wc -l)
+progress() {
+  local n=0 line
+  while IFS= read -r line; do
+    if [[ $line =~ ^[[:alnum:]._~/-]+$ ]]; then
+      n=$((n + 1))
+      if ((n % 50 == 0)); then echo "containerd: $n of up to $total packages compiled (${SECONDS}s)"; fi
+    else
+      echo "$line"
+    fi
+  done
+}
+SECONDS=0
 mkdir -p "$out.tmp"
-GOFLAGS=-mod=mod CGO_ENABLED=1 go build -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "$ldflags" \
-  -o "$out.tmp/" ./cmd/containerd ./cmd/containerd-shim-runc-v2
+go build -v -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 2>&1 |
+  progress >&2
 rm -rf "$out"
 mv "$out.tmp" "$out"
 "$out/containerd" --version >&2

@@ -5,13 +5,13 @@
 # (systemd-analyze verify, for make install-check; works without systemd as
 # PID 1), and for the pod network critest needs: iptables, iproute2 and
 # containernetworking-plugins (the bridge, host-local and portmap plugins);
-# for make release-check: lintian, rpm (reads the .rpm) and file. Go modules come from the module proxy. Idempotent: does nothing
+# for make release-check: lintian, rpm (reads the .rpm), file and dpkg-dev (dpkg-parsechangelog). Go modules come from the module proxy. Idempotent: does nothing
 # when all is present.
 set -euo pipefail
 need=()
 for pair in containerd:containerd runc:runc busybox:busybox-static unshare:util-linux systemd-analyze:systemd \
     iptables:iptables ip:iproute2 /usr/lib/cni/bridge:containernetworking-plugins \
-    lintian:lintian rpm:rpm file:file; do
+    lintian:lintian rpm:rpm file:file dpkg-parsechangelog:dpkg-dev; do
   cmd=${pair%%:*} pkg=${pair#*:}
   if [[ $cmd == /* ]]; then [ -x "$cmd" ] || need+=("$pkg"); continue; fi
   command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")

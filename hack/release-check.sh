@@ -11,6 +11,13 @@
 #   - each .deb and .rpm holds `make install PREFIX=/usr`'s tree (man page
 #     gzipped) plus Debian's or RPM's own files, the config as a conffile,
 #     and depends on containerd; lintian reports no error on the .debs;
+#   - the TARGET suite likewise: nstarget-conformance's binary (static, its
+#     --version, --help, --list), its tarball (`make install-conformance`'s
+#     tree) and its packages (cri-nstarget-conformance, depending on nothing);
+#   - the words come from CHANGELOG.md: the release notes are the version's
+#     entry, each .deb's changelog.Debian.gz parses (dpkg-parsechangelog) and
+#     holds that entry and the older ones, each .rpm's %changelog likewise,
+#     and make release refuses a version without an entry;
 #   - the amd64 .deb installs, reinstalls (a changed config kept), removes (the
 #     config kept) and purges (nothing left) with dpkg; the unit is neither
 #     enabled nor started by it; the .rpm installs and erases with rpm (its
@@ -27,15 +34,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 GO=${GO:-go}
-version=v0.0.0-ci.1 # a prerelease: whatever this tree is, it is no release
-debver=0.0.0~ci.1-1
 work=$(mktemp -d /tmp/nst-release-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 # shellcheck source=hack/check-lib.sh
 . hack/check-lib.sh
-for tool in dpkg-deb lintian rpm file unshare; do
+for tool in dpkg-deb dpkg-parsechangelog lintian rpm file unshare; do
   command -v $tool >/dev/null || { echo "release-check: $tool is missing (make deps installs it)"; exit 1; }
 done
+# The version built is CHANGELOG.md's newest release: what `make release`
+# would be asked for next, with the notes and changelogs it would ship.
+"$GO" build -o "$work/nstarget-changelog" ./cmd/nstarget-changelog
+version=$("$work/nstarget-changelog" newest) ||
+  { echo "release-check: CHANGELOG.md has no release to build: it needs an entry \"## vX.Y.Z - YYYY-MM-DD\" (make release VERSION=vX.Y.Z builds that one)"; exit 1; }
+debver=${version#v}
+debver=${debver/-/\~}-1
+rpmver=$debver
 
 # --- two builds ----------------------------------------------------------
 # Both from snapshots of this tree, taken at once: clones of HEAD plus the
@@ -57,7 +70,7 @@ snapshot "$src1"
 snapshot "$src2"
 cd "$src1"
 a=$work/a b=$work/b
-echo "build 1: make release VERSION=$version (commit $commit and this tree's changes, in $src1)"
+echo "build 1: make release VERSION=$version, CHANGELOG.md's newest (commit $commit and this tree's changes, in $src1)"
 ALLOW_DIRTY=1 "$MAKE" --no-print-directory -s release VERSION=$version DIST="$a" >"$work/build1.log" 2>&1 ||
   { cat "$work/build1.log"; echo "release-check: make release failed"; exit 1; }
 cache=()
@@ -74,8 +87,9 @@ ls "$a" | sed 's/^/      /'
 check "SHA256SUMS verifies" bash -c "cd '$a' && sha256sum --quiet -c SHA256SUMS"
 check "SHA256SUMS lists every artifact" diff <(cd "$a" && ls | grep -v -e '^SHA256SUMS$' -e '\.sha256sum$') <(awk '{print $2}' "$a/SHA256SUMS")
 for arch in amd64 arm64; do
-  t=cri-nstarget-$version-linux-$arch.tar.gz
-  check "$t.sha256sum verifies" bash -c "cd '$a' && sha256sum --quiet -c $t.sha256sum"
+  for t in cri-nstarget-$version-linux-$arch.tar.gz nstarget-conformance-$version-linux-$arch.tar.gz; do
+    check "$t.sha256sum verifies" bash -c "cd '$a' && sha256sum --quiet -c $t.sha256sum"
+  done
 done
 cp "$a/cri-nstarget-$version-linux-amd64.tar.gz" "$work/bad.tar.gz"
 printf 'x' | dd of="$work/bad.tar.gz" bs=1 seek=1000 conv=notrunc status=none
@@ -86,22 +100,36 @@ check "a changed byte fails the check (the check can fail)" bash -c "cd '$work' 
 elf() { # elf FILE WANT: file(1) says WANT, statically linked
   local f; f=$(file -b "$1"); grep -q "$2" <<<"$f" && grep -q 'statically linked' <<<"$f" || { echo "$f"; return 1; }
 }
-check "the amd64 binary is a static x86-64 ELF" elf "$a/cri-nstarget-$version-linux-amd64" 'ELF 64-bit LSB executable, x86-64'
-check "the arm64 binary is a static aarch64 ELF" elf "$a/cri-nstarget-$version-linux-arm64" 'ELF 64-bit LSB executable, ARM aarch64'
+for prog in cri-nstarget nstarget-conformance; do
+  check "$prog: the amd64 binary is a static x86-64 ELF" elf "$a/$prog-$version-linux-amd64" 'ELF 64-bit LSB executable, x86-64'
+  check "$prog: the arm64 binary is a static aarch64 ELF" elf "$a/$prog-$version-linux-arm64" 'ELF 64-bit LSB executable, ARM aarch64'
+done
 for arch in amd64 arm64; do
-  bin=$a/cri-nstarget-$version-linux-$arch
-  check "$arch: built with CGO off, -trimpath, for linux/$arch" bash -c \
-    "m=\$('$GO' version -m '$bin') && grep -q 'CGO_ENABLED=0' <<<\"\$m\" && grep -q -- '-trimpath=true' <<<\"\$m\" && grep -q 'GOARCH=$arch' <<<\"\$m\" || { echo \"\$m\"; false; }"
-  check "$arch: no build path in the binary" bash -c "! grep -a -q -e '$repo' -e '$work' '$bin'"
+  for bin in "$a/cri-nstarget-$version-linux-$arch" "$a/nstarget-conformance-$version-linux-$arch"; do
+    check "$(basename "$bin"): built with CGO off, -trimpath, for linux/$arch" bash -c \
+      "m=\$('$GO' version -m '$bin') && grep -q 'CGO_ENABLED=0' <<<\"\$m\" && grep -q -- '-trimpath=true' <<<\"\$m\" && grep -q 'GOARCH=$arch' <<<\"\$m\" || { echo \"\$m\"; false; }"
+    check "$(basename "$bin"): no build path in the binary" bash -c "! grep -a -q -e '$repo' -e '$work' '$bin'"
+  done
 done
 check "--version: the version, the commit, the commit's date" bash -c \
   "out=\$('$a/cri-nstarget-$version-linux-amd64' --version) && grep -q '^cri-nstarget $version (commit $commit\(-dirty\)\?, built $(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ);' <<<\"\$out\" || { echo \"\$out\"; false; }"
+suite=$a/nstarget-conformance-$version-linux-amd64
+check "nstarget-conformance --version: the version" bash -c \
+  "out=\$('$suite' --version) && grep -q '^nstarget-conformance $version (' <<<\"\$out\" || { echo \"\$out\"; false; }"
+check "nstarget-conformance --help: exit 0, how to point it at containerd, CRI-O and the shim" bash -c \
+  "out=\$('$suite' --help) && for s in unix:///run/containerd/containerd.sock unix:///var/run/crio/crio.sock unix:///run/cri-nstarget/cri.sock --test-image --cases; do grep -q -- \"\$s\" <<<\"\$out\" || { echo \"no \$s in:\"; echo \"\$out\"; exit 1; }; done"
+check "nstarget-conformance without an endpoint: exit 2, saying so" bash -c \
+  "out=\$('$suite' 2>&1); rc=\$?; [ \$rc = 2 ] && grep -q 'runtime-endpoint is required' <<<\"\$out\" || { echo \"exit \$rc\"; echo \"\$out\" | head -3; false; }"
+check "nstarget-conformance --list: every case, pid-target first" bash -c \
+  "out=\$('$suite' --list) && [ \$(wc -l <<<\"\$out\") -ge 20 ] && head -1 <<<\"\$out\" | grep -q '^pid-target ' || { echo \"\$out\"; false; }"
 
 # --- the tarball: make install's tree --------------------------------------------
 files() { (cd "$1" && find . -type f -printf '%m %P\n' | sed 's/^\([0-7][0-7][0-7]\) /0\1 /' | LC_ALL=C sort); }
 quiet_make() { "$MAKE" --no-print-directory -s "$@" INSTALL_OUT="$work/install-out" >"$work/make.log" 2>&1 || { cat "$work/make.log"; return 1; }; }
 quiet_make install DESTDIR="$work/install-local"
 quiet_make install DESTDIR="$work/install-usr" PREFIX=/usr
+quiet_make install-conformance DESTDIR="$work/suite-local" CONFORMANCE_BIN="$work/suite-bin"
+quiet_make install-conformance DESTDIR="$work/suite-usr" PREFIX=/usr CONFORMANCE_BIN="$work/suite-bin"
 for arch in amd64 arm64; do
   t=$work/tar-$arch
   mkdir -p "$t" && tar -C "$t" -xzf "$a/cri-nstarget-$version-linux-$arch.tar.gz"
@@ -111,6 +139,13 @@ for arch in amd64 arm64; do
   check "$arch tarball: the binary is the release binary" cmp "$t/usr/local/bin/cri-nstarget" "$a/cri-nstarget-$version-linux-$arch"
   check "$arch tarball: owned by root, dated at the commit" bash -c \
     "out=\$(tar -tvzf '$a/cri-nstarget-$version-linux-$arch.tar.gz' --numeric-owner --full-time --utc | awk '\$2 != \"0/0\" || \$4\" \"\$5 != \"$(TZ=UTC git log -1 --format=%cd --date=format-local:'%Y-%m-%d %H:%M:%S' "$commit")\"'); [ -z \"\$out\" ] || { echo \"\$out\"; false; }"
+  t=$work/suite-tar-$arch
+  mkdir -p "$t" && tar -C "$t" -xzf "$a/nstarget-conformance-$version-linux-$arch.tar.gz"
+  check "$arch suite tarball: make install-conformance's files and modes, owned by root" bash -c \
+    "diff <(cd '$work/suite-local' && find . -type f -printf '%m %P\n' | LC_ALL=C sort) <(cd '$t' && find . -type f -printf '%m %P\n' | LC_ALL=C sort) &&
+     [ -z \"\$(tar -tvzf '$a/nstarget-conformance-$version-linux-$arch.tar.gz' --numeric-owner | awk '\$2 != \"0/0\"')\" ]"
+  check "$arch suite tarball: the same contents (the binary aside), the binary the release's" bash -c \
+    "diff -r -x nstarget-conformance '$work/suite-local' '$t' && cmp '$t/usr/local/bin/nstarget-conformance' '$a/nstarget-conformance-$version-linux-$arch'"
 done
 
 # --- the packages: make install PREFIX=/usr's tree, plus each format's own files ---
@@ -124,7 +159,7 @@ rpm_own="0644 /usr/share/doc/cri-nstarget/copyright"
 for arch in amd64 arm64; do
   deb=$a/cri-nstarget_${debver}_$arch.deb
   rpmarch=$([ $arch = amd64 ] && echo x86_64 || echo aarch64)
-  rpmf=$a/cri-nstarget-0.0.0~ci.1-1.$rpmarch.rpm
+  rpmf=$a/cri-nstarget-$rpmver.$rpmarch.rpm
   check "$arch .deb: make install PREFIX=/usr's files and modes, plus copyright, changelog, lintian overrides" \
     diff <(printf '%s\n%s\n' "$want" "$debian_own" | LC_ALL=C sort) \
     <(dpkg-deb -c "$deb" | awk '$1 ~ /^-/ {m=0; p=substr($1,2,9); for(i=1;i<=9;i++){m=m*2+(substr(p,i,1)!="-")}; printf "0%o %s\n", m, substr($6,2)}' | LC_ALL=C sort)
@@ -145,6 +180,57 @@ for arch in amd64 arm64; do
   check "$arch .rpm: arch $rpmarch, requires containerd, digests verify" bash -c \
     "[ \"\$(rpm -qp --qf '%{ARCH}' '$rpmf' 2>/dev/null)\" = $rpmarch ] && rpm -qpR '$rpmf' 2>/dev/null | grep -qx 'containerd' && rpm -K --nosignature '$rpmf' >/dev/null"
 done
+
+# --- the TARGET suite's packages: make install-conformance PREFIX=/usr's tree -------
+suite_want=$(files "$work/suite-usr" | sed -e 's| | /|' -e 's|/nstarget-conformance\.8$|/nstarget-conformance.8.gz|')
+suite_debian_own="0644 /usr/share/doc/cri-nstarget-conformance/changelog.Debian.gz
+0644 /usr/share/doc/cri-nstarget-conformance/copyright
+0644 /usr/share/lintian/overrides/cri-nstarget-conformance"
+for arch in amd64 arm64; do
+  deb=$a/cri-nstarget-conformance_${debver}_$arch.deb
+  rpmarch=$([ $arch = amd64 ] && echo x86_64 || echo aarch64)
+  rpmf=$a/cri-nstarget-conformance-$rpmver.$rpmarch.rpm
+  check "$arch suite .deb: make install-conformance PREFIX=/usr's files and modes, plus copyright, changelog, lintian overrides" \
+    diff <(printf '%s\n%s\n' "$suite_want" "$suite_debian_own" | LC_ALL=C sort) \
+    <(dpkg-deb -c "$deb" | awk '$1 ~ /^-/ {m=0; p=substr($1,2,9); for(i=1;i<=9;i++){m=m*2+(substr(p,i,1)!="-")}; printf "0%o %s\n", m, substr($6,2)}' | LC_ALL=C sort)
+  check "$arch suite .deb: Architecture $arch, no Depends, no conffile, no maintainer script" bash -c \
+    "[ \"\$(dpkg-deb -f '$deb' Architecture)\" = $arch ] && [ -z \"\$(dpkg-deb -f '$deb' Depends)\" ] && [ -z \"\$(dpkg-deb --ctrl-tarfile '$deb' | tar -t | grep -v -e '^./\$' -e '^./control\$' -e '^./md5sums\$')\" ]"
+  check "$arch suite .deb: lintian reports no error" bash -c \
+    "out=\$(lintian --tag-display-limit 0 '$deb' 2>&1 | grep -v 'running with root privileges'); echo \"\$out\"; ! grep -q '^E:' <<<\"\$out\""
+  check "$arch suite .rpm: make install-conformance PREFIX=/usr's files and modes, plus copyright; owns its doc dir" bash -c \
+    "diff <(printf '%s\n%s\n' \"\$0\" '0644 /usr/share/doc/cri-nstarget-conformance/copyright' | LC_ALL=C sort) \
+      <(rpm -qp --qf '[%{FILEMODES:octal} %{FILENAMES}\n]' '$rpmf' 2>/dev/null | awk '\$1 ~ /^100/ {printf \"0%s %s\\n\", substr(\$1,4), \$2}' | LC_ALL=C sort) &&
+     [ \"\$(rpm -qp --qf '[%{FILEMODES:octal} %{FILENAMES}\n]' '$rpmf' 2>/dev/null | awk '\$1 ~ /^40/ {print \$2}')\" = /usr/share/doc/cri-nstarget-conformance ]" "$suite_want"
+  check "$arch suite .rpm: arch $rpmarch, requires nothing of a package, digests verify" bash -c \
+    "[ \"\$(rpm -qp --qf '%{ARCH}' '$rpmf' 2>/dev/null)\" = $rpmarch ] && ! rpm -qpR '$rpmf' 2>/dev/null | grep -v -e '^rpmlib(' -e '^/bin/sh\$' && rpm -K --nosignature '$rpmf' >/dev/null"
+done
+
+# --- the words: CHANGELOG.md's entry in the notes and in every package --------------
+"$work/nstarget-changelog" notes "$version" >"$work/notes.md"
+check "RELEASE-NOTES.md opens with CHANGELOG.md's entry for $version, whole" \
+  cmp "$work/notes.md" <(head -c "$(stat -c %s "$work/notes.md")" "$a/RELEASE-NOTES.md")
+check "RELEASE-NOTES.md names files make release made" bash -c \
+  "for f in cri-nstarget_${debver}_amd64.deb cri-nstarget-${rpmver}.x86_64.rpm cri-nstarget-$version-linux-amd64.tar.gz cri-nstarget-conformance_${debver}_amd64.deb nstarget-conformance-$version-linux-amd64.tar.gz; do
+     grep -qF \"\$f\" '$a/RELEASE-NOTES.md' && test -f '$a'/\"\$f\" || { echo \"\$f\"; exit 1; }; done"
+# Every release CHANGELOG.md lists, from the one built down (Debian's order).
+releases=$(grep -E '^## v[0-9]' CHANGELOG.md | sed 's/^## \(v[^ ]*\) .*/\1/' | sed -n "/^$version\$/,\$p" |
+  sed -e 's/^v//' -e 's/-/~/' -e 's/$/-1/' | tr '\n' ' ')
+for pkg in cri-nstarget cri-nstarget-conformance; do
+  dpkg-deb --fsys-tarfile "$a/${pkg}_${debver}_amd64.deb" | tar -xO "./usr/share/doc/$pkg/changelog.Debian.gz" | zcat >"$work/$pkg.changelog"
+  check "$pkg .deb: changelog.Debian.gz parses (dpkg-parsechangelog, no warning): $pkg $debver first, then every older release" bash -c \
+    "out=\$(dpkg-parsechangelog -l '$work/$pkg.changelog' --all --format rfc822 2>'$work/$pkg.parse-errors') &&
+     ! [ -s '$work/$pkg.parse-errors' ] && [ \"\$(sed -n 's/^Source: //p' <<<\"\$out\" | sort -u)\" = $pkg ] &&
+     [ \"\$(sed -n 's/^Version: //p' <<<\"\$out\" | tr '\\n' ' ')\" = '$releases' ] || { cat '$work/$pkg.parse-errors'; echo \"\$out\" | head -20; false; }"
+  # The entry's first item, its first words as plain text, in the changelog's flowed text.
+  first=$(grep -m1 '^- ' "$work/notes.md" | sed -e 's/^- //' -e 's/`//g' -e 's/\*\*//g' | cut -d' ' -f1-6)
+  check "$pkg .deb: changelog.Debian.gz holds the entry's items (\"$first ...\")" bash -c \
+    '[ -z "$0" ] || tr -s " \n" " " <"$1" | grep -qF -- "$0"' "$first" "$work/$pkg.changelog"
+  check "$pkg .rpm: %changelog, $rpmver first, every older release" bash -c \
+    "out=\$(rpm -qp --changelog '$a/$pkg-$rpmver.x86_64.rpm' 2>/dev/null) && [ \"\$(sed -n 's/^\\* .* - \\([^ ]*\\)\$/\\1/p' <<<\"\$out\" | tr '\\n' ' ')\" = '$releases' ] || { echo \"\$out\" | head -20; false; }"
+done
+check "make release refuses a version without an entry in CHANGELOG.md, and says so" bash -c \
+  "out=\$('$MAKE' --no-print-directory -s release VERSION=v0.0.0-nochangelog.1 DIST='$work/refused' ALLOW_DIRTY=1 2>&1); rc=\$?
+   [ \$rc != 0 ] && grep -q 'no entry for v0.0.0-nochangelog.1' <<<\"\$out\" && grep -q 'has no entry in CHANGELOG.md' <<<\"\$out\" && [ ! -e '$work/refused' ] || { echo \"exit \$rc\"; echo \"\$out\"; false; }"
 
 # --- install, remove, purge; the image-baker recipes ------------------------------
 # Each recipe is the block of docs/node-images.md after <!-- release-check: NAME -->.
@@ -179,15 +265,17 @@ check "the Packer template parses (HCL), with a file and a shell provisioner" bi
 
 host_state() { # what of cri-nstarget this machine has, and what /run holds
   dpkg-query -W -f '${Status} ${Version}\n' cri-nstarget 2>/dev/null || echo "no package"
+  dpkg-query -W -f '${Status} ${Version}\n' cri-nstarget-conformance 2>/dev/null || echo "no suite package"
   ls -A /run | sed 's|^|/run/|'
-  ls -d /etc/cri-nstarget /usr/bin/cri-nstarget /usr/lib/systemd/system/cri-nstarget.service \
+  ls -d /etc/cri-nstarget /usr/bin/cri-nstarget /usr/bin/nstarget-conformance /usr/lib/systemd/system/cri-nstarget.service \
     /etc/systemd/system/*/cri-nstarget.service /etc/systemd/system/cri-nstarget.service \
     /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf /var/lib/systemd/deb-systemd-helper-enabled/cri-nstarget.service.dsh-also 2>/dev/null || true
 }
 host_state >"$work/host-before"
 deb=$a/cri-nstarget_${debver}_amd64.deb
 cp "$deb" "$work/cri-nstarget.deb"
-cp "$a/cri-nstarget-0.0.0~ci.1-1.x86_64.rpm" "$work/cri-nstarget.rpm"
+cp "$a/cri-nstarget-$rpmver.x86_64.rpm" "$work/cri-nstarget.rpm"
+cp "$a/cri-nstarget-conformance_${debver}_amd64.deb" "$work/cri-nstarget-conformance.deb"
 printf '%s\n%s\n' "$want" "$rpm_own" | awk '{print $2}' | LC_ALL=C sort >"$work/expected-rpm"
 expected_deb=$(printf '%s\n%s\n' "$want" "$debian_own" | awk '{print $2}' | LC_ALL=C sort)
 
@@ -229,6 +317,13 @@ check "dpkg -P purges it" dpkg -P cri-nstarget
 check "dpkg -P: no package" bash -c 's=$(dpkg-query -W -f "\${db:Status-Abbrev}" cri-nstarget 2>/dev/null | tr -d " "); [ -z "$s" ] || [ "$s" = un ] || [ "$s" = pn ] || { echo "status $s"; false; }'
 check "dpkg -P: no /etc/cri-nstarget, no unit links or mask" bash -c \
   '! test -e /etc/cri-nstarget && [ -z "$(find /etc/systemd/system -name cri-nstarget.service)" ]'
+
+# The TARGET suite's package: installs alone (it depends on nothing), runs, purges.
+check "suite: dpkg -i installs cri-nstarget-conformance" dpkg -i /tmp/release-check/cri-nstarget-conformance.deb
+check "suite: nstarget-conformance --version and --list run" bash -c '/usr/bin/nstarget-conformance --version && /usr/bin/nstarget-conformance --list >/dev/null'
+check "suite: its man page and qualify.md are there" test -f /usr/share/man/man8/nstarget-conformance.8.gz -a -f /usr/share/doc/cri-nstarget-conformance/qualify.md
+check "suite: dpkg -P purges it, nothing left" bash -c \
+  'dpkg -P cri-nstarget-conformance >/dev/null && ! ls /usr/bin/nstarget-conformance /usr/share/doc/cri-nstarget-conformance /usr/share/man/man8/nstarget-conformance.8.gz 2>/dev/null | grep .'
 
 # The Packer provisioner's script, as Packer runs it: uploaded .deb, root.
 cp "$deb" /tmp/cri-nstarget.deb
@@ -289,11 +384,11 @@ r=$work/ov/root
 mount -n --rbind /proc "$r/proc"; mount -n --rbind /dev "$r/dev"; mount -n --rbind /sys "$r/sys"
 mount -n -t tmpfs tmpfs "$r/run"; mount -n -t tmpfs tmpfs "$r/tmp"
 mkdir -p "$r/tmp/release-check"
-cp "$work/cri-nstarget.deb" "$work/cri-nstarget.rpm" "$work/expected-rpm" "$work/install-cri-nstarget.sh" "$work/dockerfile-run.sh" "$work/in-overlay.sh" "$work/expected-deb" "$r/tmp/release-check/"
+cp "$work/cri-nstarget.deb" "$work/cri-nstarget.rpm" "$work/cri-nstarget-conformance.deb" "$work/expected-rpm" "$work/install-cri-nstarget.sh" "$work/dockerfile-run.sh" "$work/in-overlay.sh" "$work/expected-deb" "$r/tmp/release-check/"
 COPY_DST=$2 chroot "$r" /bin/bash /tmp/release-check/in-overlay.sh
 # What the overlay holds of cri-nstarget after the purges: nothing but
 # dpkg's and the recipes' logs.
-echo "left: $(cd "$work/ov/upper" && find . -path ./var/lib/dpkg -prune -o -path ./var/log -prune -o -path ./var/cache -prune -o -path ./tmp -prune -o -path ./run -prune -o -name '*cri-nstarget*' -print | tr '\n' ' ')"
+echo "left: $(cd "$work/ov/upper" && find . -path ./var/lib/dpkg -prune -o -path ./var/log -prune -o -path ./var/cache -prune -o -path ./tmp -prune -o -path ./run -prune -o \( -name '*cri-nstarget*' -o -name '*nstarget-conformance*' \) -print | tr '\n' ' ')"
 EOF
 echo "$expected_deb" >"$work/expected-deb"
 mkdir -p "$work/ov"

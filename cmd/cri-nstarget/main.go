@@ -54,9 +54,7 @@ func main() {
 // override it (package config). --version works whatever the file holds.
 func parseFlags(args []string, out io.Writer) (conf.Config, bool, error) {
 	showVersion := false
-	c, err := conf.Parse(args, out, func(fs *flag.FlagSet) {
-		fs.BoolVar(&showVersion, "version", false, "print the version and exit")
-	})
+	c, err := conf.Parse(args, out, ownFlags(&showVersion))
 	if err != nil {
 		if showVersion && !conf.IsUsage(err) {
 			return conf.Config{}, true, nil
@@ -67,6 +65,14 @@ func parseFlags(args []string, out io.Writer) (conf.Config, bool, error) {
 		return conf.Config{}, false, err
 	}
 	return c, showVersion, nil
+}
+
+// ownFlags defines the flags of the binary that are no setting of package
+// config (the reference in README.md and the man page lists them too).
+func ownFlags(showVersion *bool) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.BoolVar(showVersion, "version", false, "print the version, the commit and the build date (the commit's), and exit")
+	}
 }
 
 // reconcileTimeout bounds the start-up reconciliation that serving waits

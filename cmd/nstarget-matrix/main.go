@@ -1,5 +1,5 @@
 // Command nstarget-matrix runs the conformance matrix: the TARGET suite
-// (conformance/, built with `go test -c`) and critest against a private
+// (conformance/: nstarget-conformance, as make release ships it) and critest against a private
 // containerd, directly and through cri-nstarget, and compares the results.
 //
 //	nstarget-matrix run --backend containerd-1.6 --suite bin/nstarget-conformance --critest bin/critest --out DIR

@@ -52,7 +52,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.containerd, "containerd", "containerd", "containerd binary (a containerd-shim-runc-v2 beside it is used for 2.x)")
 	fs.IntVar(&o.configVersion, "config-version", 0, "containerd config version: 2 (1.6, 1.7), 3 (2.0-2.3) or 4 (2.4 and later); 0 detects it from containerd --version")
 	fs.StringVar(&o.shim, "shim", "bin/cri-nstarget", "cri-nstarget binary")
-	fs.StringVar(&o.suite, "suite", "", "the TARGET suite binary (go test -c ./conformance); empty skips it")
+	fs.StringVar(&o.suite, "suite", "", "the TARGET suite, nstarget-conformance as released (make conformance-suite); empty skips it")
 	fs.StringVar(&o.suiteRun, "suite-run", "", "only the suite's cases matching this -test.run pattern (e.g. TestTarget/pid-reuse)")
 	fs.StringVar(&o.suiteNetwork, "suite-pod-network-mode", "host", "the suite's --pod-network-mode: host, or pod (on the CNI bridge)")
 	fs.BoolVar(&o.suiteUserns, "suite-require-userns", false, "the suite's --require-userns: its user-namespace cases fail instead of skipping when the backend reports no support; default: on for the backends that must support them (containerd-2.4, containerd-2.3)")
@@ -97,6 +97,14 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
+	}
+	if o.suite != "" {
+		// Which build runs, in the leg's log: the one make release ships.
+		v, err := exec.CommandContext(ctx, o.suite, "--version").Output()
+		if err != nil {
+			return fmt.Errorf("run: %s --version: %w", o.suite, err)
+		}
+		fmt.Printf("• suite: %s", v)
 	}
 	return run(ctx, o)
 }

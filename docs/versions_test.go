@@ -1,0 +1,131 @@
+// Package docs holds the user documents. Its test holds the tables of
+// supported versions in README.md and docs/operations.md to the Makefile,
+// the one place each version is named: a backend added, dropped or moved to
+// another runc or kubelet there fails here until the documents say the same.
+package docs
+
+import (
+	"bufio"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// backend is one row of the Makefile's table of backends.
+type backend struct {
+	containerd, runc, kubelet string // full versions, "2.4.2"
+}
+
+func minor(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	return parts[0] + "." + parts[1]
+}
+
+// makefileBackends reads the supported backends (BACKENDS) and their
+// versions from the Makefile's variables.
+func makefileBackends(t *testing.T) []backend {
+	t.Helper()
+	b, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	assign := regexp.MustCompile(`^([A-Z0-9_]+)\s*[?:]?=\s*(.*?)\s*$`)
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := assign.FindStringSubmatch(line); m != nil {
+			if _, ok := vars[m[1]]; !ok {
+				vars[m[1]] = m[2]
+			}
+		}
+	}
+	// $(NAME) references, as make expands them (one level is all the table uses).
+	expand := func(v string) string {
+		if m := regexp.MustCompile(`^\$\(([A-Z0-9_]+)\)$`).FindStringSubmatch(v); m != nil {
+			return vars[m[1]]
+		}
+		return v
+	}
+	var out []backend
+	for _, name := range strings.Fields(vars["BACKENDS"]) {
+		key := strings.ReplaceAll(name, ".", "")
+		be := backend{
+			containerd: strings.TrimPrefix(expand(vars["CONTAINERD_"+key]), "v"),
+			runc:       strings.TrimPrefix(expand(vars["RUNC_"+key]), "v"),
+			kubelet:    strings.TrimPrefix(expand(vars["KUBELET_"+key]), "v"),
+		}
+		if be.containerd == "" || be.runc == "" || be.kubelet == "" {
+			t.Fatalf("Makefile: backend %s lacks a version: %+v", name, be)
+		}
+		out = append(out, be)
+	}
+	if len(out) == 0 {
+		t.Fatal("Makefile: no BACKENDS")
+	}
+	return out
+}
+
+// table returns the rows (cells trimmed) of the first table under the
+// heading line `heading` in file.
+func table(t *testing.T, file, heading string) [][]string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows [][]string
+	in, started := false, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == heading:
+			in = true
+		case !in:
+		case strings.HasPrefix(line, "|"):
+			started = true
+			cells := strings.Split(strings.Trim(line, "|"), "|")
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			if !strings.HasPrefix(cells[0], "---") {
+				rows = append(rows, cells)
+			}
+		case started:
+			return rows[1:] // without the header
+		}
+	}
+	if !started {
+		t.Fatalf("%s: no table under %q", file, heading)
+	}
+	return rows[1:]
+}
+
+func TestSupportedVersions(t *testing.T) {
+	backends := makefileBackends(t)
+	for _, doc := range []struct {
+		file, heading string
+		first         func(backend) string // what the containerd cell starts with
+	}{
+		{"../README.md", "## Supported versions", func(b backend) string { return minor(b.containerd) }},
+		{"operations.md", "### Supported versions", func(b backend) string {
+			return minor(b.containerd) + " (tested: " + b.containerd + ")"
+		}},
+	} {
+		rows := table(t, doc.file, doc.heading)
+		if len(rows) != len(backends) {
+			t.Errorf("%s, %s: %d rows, the Makefile's BACKENDS has %d", doc.file, doc.heading, len(rows), len(backends))
+		}
+		for i, b := range backends {
+			if i >= len(rows) {
+				break
+			}
+			r := rows[i]
+			if len(r) < 3 || !strings.HasPrefix(r[0], doc.first(b)) || r[1] != minor(b.runc) || r[2] != minor(b.kubelet) {
+				t.Errorf("%s, %s, row %d: %q; the Makefile says containerd %s, runc %s, kubelet %s (want %q | %s | %s)",
+					doc.file, doc.heading, i+1, r, b.containerd, b.runc, b.kubelet, doc.first(b), minor(b.runc), minor(b.kubelet))
+			}
+		}
+	}
+}
