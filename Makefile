@@ -408,6 +408,31 @@ bench-events: deps build
 	$(GO) run ./cmd/nstarget-bench events --shim-binary $(BIN) --kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" \
 		--etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_EVENTS_ARGS)
 
+# The TARGET create measure on one backend (BENCH_BACKEND: 2.4, the NRI
+# path, by default; 1.7 for the Update path), with the proxy's hop measured
+# in the same rounds (Version through the shim and direct, one each a round)
+# and the shim's garbage collection over them; about 4 minutes at 300 rounds.
+# BENCH_TARGET_ARGS e.g. "-count 100 -steps".
+BENCH_BACKEND     ?= 2.4
+BENCH_TARGET_ARGS ?= -count 300
+.PHONY: bench-target
+bench-target: deps build
+	$(call backend_env,$(BENCH_BACKEND)) $(GO) run ./cmd/nstarget-bench -shim-binary $(BIN) -only target $(BENCH_TARGET_ARGS)
+
+# A busy node's steady state (docs/reports/benchmarks.md): a kubelet
+# $(KUBERNETES_NEWEST) with 100 running pods, its endpoint the shim and then
+# containerd directly (slices A B B A), on containerd $(CONTAINERD_24) with runc
+# $(RUNC_24): the shim's CPU against containerd's, its RSS, the kubelet's CRI
+# latencies both ways, then a CPU profile of the shim (perf). Outside make
+# test: about 30 minutes with the defaults (10 minutes a side). Output in
+# bin/bench-node. BENCH_NODE_ARGS e.g. "-duration 1m -pods 20 -warmup 20s
+# -profile 20s" (a smoke run, about 6 minutes).
+BENCH_NODE_ARGS ?=
+.PHONY: bench-node
+bench-node: deps build
+	$(call backend_env,2.4) $(GO) run ./cmd/nstarget-bench node -shim-binary $(BIN) \
+		-kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBELET_24) ./hack/kubernetes.sh)" -etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_NODE_ARGS)
+
 clean:
 	rm -rf bin
 
@@ -608,8 +633,8 @@ node-tools: deps node-image crictl
 	done
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
-	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/*_amd64.deb)" \
-	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*_amd64.deb)" \
+	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
+	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
 	NSTARGET_NODE_CRICTL=$(CURDIR)/bin/crictl \
 	NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
 	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD_VERSION=$(CONTAINERD_24) ./hack/containerd.sh)" NSTARGET_RUNC2="$(call runc_bin,2.4)"

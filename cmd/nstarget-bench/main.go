@@ -15,6 +15,7 @@
 //	nstarget-bench [flags]           the CRI measures (make bench)
 //	nstarget-bench critest [flags]   critest -benchmark directly and through the shim (make bench-critest)
 //	nstarget-bench events [flags]    TARGET creates with events off, on, and to a silent apiserver (make bench-events)
+//	nstarget-bench node [flags]      a kubelet with 100 pods on the shim and on containerd directly (make bench-node)
 package main
 
 import (
@@ -48,6 +49,7 @@ type options struct {
 	direct      string
 	shim        string
 	shimPID     int
+	shimLog     string // its log, where the runtime's gctrace lines go; "": not known
 	baselineBin string // another cri-nstarget binary, started beside the shim; "": none
 	baseline    string // its endpoint, once started
 	baselinePID int
@@ -69,6 +71,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "events" {
 		if err := eventsCmd(ctx, os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "nstarget-bench events:", err)
+			stop()
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "node" {
+		if err := nodeCmd(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "nstarget-bench node:", err)
 			stop()
 			os.Exit(1)
 		}
@@ -150,6 +160,7 @@ func run(ctx context.Context, o options, command string) error {
 		}
 		defer s.Close()
 		o.stepLogs = append(o.stepLogs, s.LogPath())
+		o.shimLog = s.LogPath()
 		m.shim = version
 		if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
 			// containerd has NRI: the shim above targets through it, a
@@ -229,14 +240,20 @@ func run(ctx context.Context, o options, command string) error {
 
 // startShim starts the cri-nstarget binary bin in front of c, with its
 // socket, state dir and log in dir and extra flags, and says which binary
-// it is (--version and sha256).
+// it is (--version and sha256). The runtime logs each garbage collection
+// to the shim's log (gctrace), for what the collector costs a measure.
 func startShim(ctx context.Context, bin, dir string, c *harness.Containerd, extra ...string) (*harness.Shim, string, error) {
 	bin, _ = filepath.Abs(bin)
 	version, err := shimVersion(bin)
 	if err != nil {
 		return nil, "", err
 	}
-	s, err := harness.StartShim(ctx, bin, dir, c, append([]string{"--log-level", "warn"}, extra...)...)
+	wrapper, remove, err := gctraceWrapper(bin)
+	if err != nil {
+		return nil, "", err
+	}
+	defer remove() // exec'd by the time the shim serves
+	s, err := harness.StartShim(ctx, wrapper, dir, c, append([]string{"--log-level", "warn"}, extra...)...)
 	return s, version, err
 }
 

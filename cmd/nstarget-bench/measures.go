@@ -216,6 +216,11 @@ func (b *bench) target(ctx context.Context) error {
 		return err
 	}
 	var ds, creates, starts [nKinds][]time.Duration
+	// versions: one Version call a side in each round, right after the
+	// round's start, in the round's warmth; gc the shim's collections and
+	// CPU over the rounds
+	var versions [nSides][]time.Duration
+	gc := b.startGCSpan()
 	kinds := []int{podViaShim, targetViaShim, targetDirect, podDirect}
 	if b.update != nil {
 		kinds = append(kinds, targetViaUpdate)
@@ -250,6 +255,14 @@ func (b *bench) target(ctx context.Context) error {
 		ds[k] = append(ds[k], time.Since(start))
 		creates[k] = append(creates[k], created.Sub(start))
 		starts[k] = append(starts[k], time.Since(created))
+		for j := range b.n {
+			sd := order(b.n, i*b.n+j) // every side once a round, in turn first
+			t0 := time.Now()
+			if _, err := b.sides[sd].rt.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+				return fmt.Errorf("%s Version: %w", b.sides[sd].name, err)
+			}
+			versions[sd] = append(versions[sd], time.Since(t0))
+		}
 		c.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
 		c.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
 	}
@@ -281,6 +294,10 @@ func (b *bench) target(ctx context.Context) error {
 			figure: "shim " + diff(creates, podDirect, podViaShim) + "; TARGET over POD: shim " + diff(creates, podViaShim, targetViaShim) +
 				", containerd " + diff(creates, podDirect, targetDirect)},
 	)
+	gcShare := gc.end()
+	if err := b.hop(ctx, versions, shift(creates[podDirect], creates[podViaShim]), gcShare); err != nil {
+		return err
+	}
 	// what side k adds to containerd's own create+start, against limit
 	vsOwn := func(k int, via string, limit time.Duration) outcome {
 		extra := all[k].med - all[sideDirect].med

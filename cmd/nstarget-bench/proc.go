@@ -67,9 +67,13 @@ func rssKiB(pid int) int64 {
 	return parseRSS(b)
 }
 
-func parseRSS(status []byte) int64 {
+func parseRSS(status []byte) int64 { return statusKiB(status, "VmRSS") }
+
+// statusKiB is the value of the line "key: N kB" of /proc/<pid>/status
+// (VmRSS, VmHWM, ...), 0 if there is none.
+func statusKiB(status []byte, key string) int64 {
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
 			if f := strings.Fields(v); len(f) > 0 {
 				n, _ := strconv.ParseInt(f[0], 10, 64)
 				return n
@@ -77,4 +81,51 @@ func parseRSS(status []byte) int64 {
 		}
 	}
 	return 0
+}
+
+// memKiB is the process's VmRSS and VmHWM (its peak resident set since it
+// started or since resetPeakRSS), 0 and 0 if they cannot be read.
+func memKiB(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	return statusKiB(b, "VmRSS"), statusKiB(b, "VmHWM")
+}
+
+// resetPeakRSS sets the process's VmHWM to its current resident set
+// (proc(5), /proc/<pid>/clear_refs, 5).
+func resetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// cpuSample is the CPU time so far of a set of processes, in clock ticks,
+// by pid.
+type cpuSample map[int]int64
+
+// sampleCPU reads every pid's CPU time; a pid that is gone is left out.
+func sampleCPU(pids ...int) cpuSample {
+	s := cpuSample{}
+	for _, pid := range pids {
+		if pid <= 0 {
+			continue
+		}
+		if t, err := cpuTicks(pid); err == nil {
+			s[pid] = t
+		}
+	}
+	return s
+}
+
+// since is the CPU time the processes of s spent after before, summed over
+// the pids in both: a process that started or ended in between is left
+// out, since its time is not all in the span.
+func (s cpuSample) since(before cpuSample) time.Duration {
+	var ticks int64
+	for pid, t := range s {
+		if t0, ok := before[pid]; ok && t >= t0 {
+			ticks += t - t0
+		}
+	}
+	return time.Duration(ticks) * clockTick
 }

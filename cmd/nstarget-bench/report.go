@@ -56,6 +56,8 @@ const (
 	figTarget       = "debug container create+start, pid TARGET: shim p50 − containerd's own p50"
 	figTargetNRI    = "the same, the shim on the NRI path (containerd 2.2+)"
 	figTargetUpdate = "the same, a shim forced onto the Update path"
+	figHop          = "the proxy's hop in those rounds: Version through the shim − direct"
+	figHopGC        = "the shim's garbage collection over those rounds"
 	listAtHeadline  = 300 // containers, for figList300
 	clientsHeadline = 64  // clients, for figThroughput
 )
@@ -73,6 +75,8 @@ var headline = []struct{ name, target string }{
 	{figTarget, "≤ +2 ms"},
 	{figTargetNRI, "≤ +1 ms"},
 	{figTargetUpdate, "reported"},
+	{figHop, "reported"},
+	{figHopGC, "reported"},
 }
 
 // atMost is v against a ceiling, v printed with format.
