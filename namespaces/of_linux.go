@@ -9,6 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ofAfterRead, set by tests only, runs between reading the namespaces and
+// asking the pidfd whether the process is still unreaped.
+var ofAfterRead func(pid int)
+
 // Of reads the identity of process pid's namespaces of each kind (not Shm)
 // through a pidfd, as Open reads them, without holding them open:
 //
@@ -46,6 +50,9 @@ func Of(pid int, kinds []Kind) (map[Kind]ID, error) {
 			return nil, fmt.Errorf("stat %s: %w", path, err)
 		}
 		ids[kind] = ID{Dev: st.Dev, Ino: st.Ino}
+	}
+	if ofAfterRead != nil {
+		ofAfterRead(pid)
 	}
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {

@@ -37,3 +37,21 @@ func TestOfExitedProcess(t *testing.T) {
 		t.Error("pid 0 accepted")
 	}
 }
+
+// A process reaped while its namespaces are read may have left its pid to
+// another process, whose namespaces the read may have seen: the pidfd,
+// asked after the read, says so, and Of fails closed with ErrExited.
+func TestOfReapedDuringRead(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ofAfterRead = nil }()
+	ofAfterRead = func(int) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait() // reaped: the pid is free for another process
+	}
+	if ids, err := Of(cmd.Process.Pid, []Kind{PID}); !errors.Is(err, ErrExited) {
+		t.Errorf("Of = %v, %v; want ErrExited", ids, err)
+	}
+}
