@@ -8,6 +8,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
@@ -209,15 +211,41 @@ func (x *exitWatch) tell(ctx context.Context, id string, te taskExit) {
 // (once: their record says so), and those started without a check are
 // checked. It reads each pinned container's record and the state of it and
 // of its target: two calls for each, bounded by the pins on disk.
-func (t *targeter) catchUp(ctx context.Context) {
+//
+// Right after containerd's restart its CRI may not answer yet, and a start
+// that was in containerd when it went down (its caller told of a reset
+// connection) may leave the container running without a start the shim
+// saw: while a pinned container could not be read, or one not yet checked
+// is not running yet, the catch-up is done again, every catchUpEvery, at
+// most catchUpTries times.
+func (t *targeter) catchUp(ctx context.Context) { t.catchUpTry(ctx, 1) }
+
+// The catch-ups after one subscription while something is still to see:
+// about 30 s.
+const (
+	catchUpTries = 15
+	catchUpEvery = 2 * time.Second
+)
+
+func (t *targeter) catchUpTry(ctx context.Context, try int) {
+	if t.scan(ctx) && try < catchUpTries {
+		t.exits.side.later(catchUpEvery, chanScan, func(ctx context.Context) { t.catchUpTry(ctx, try+1) })
+	}
+}
+
+// scan is one catch-up; again says that something is still to see: a
+// pinned container whose record or state could not be read, or one not
+// yet checked that has not started (yet).
+func (t *targeter) scan(ctx context.Context) (again bool) {
 	ids, err := t.pins.IDs()
 	if err != nil {
 		t.log.WithError(err).Warn("catch up after subscribing to containerd's events: list the pins")
-		return
+		return false
 	}
 	for _, id := range ids {
 		spec, err := t.specs.Spec(ctx, id)
 		if err != nil {
+			again = again || !notFound(err)
 			continue
 		}
 		rec, ok, err := oci.ParseRecord(spec.Annotations)
@@ -225,8 +253,13 @@ func (t *targeter) catchUp(ctx context.Context) {
 			continue
 		}
 		d, dst := t.exits.status(ctx, id)
-		if t.verify != nil && dst == runtimeapi.ContainerState_CONTAINER_RUNNING && unchecked(rec) {
-			t.verify.started(id)
+		if t.verify != nil && unchecked(rec) {
+			switch dst {
+			case runtimeapi.ContainerState_CONTAINER_RUNNING:
+				t.verify.started(id)
+			case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_UNKNOWN:
+				again = true
+			}
 		}
 		if ns := rec.Namespaces[string(namespaces.PID)]; ns.Result != oci.Targeted || rec.TargetExited != nil || rec.Target == "" {
 			continue
@@ -241,6 +274,13 @@ func (t *targeter) catchUp(ctx context.Context) {
 			t.exits.judge(ctx, id, te, d)
 		}
 	}
+	return again
+}
+
+// notFound: containerd has no such object (the container was removed).
+func notFound(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && s.Code() == codes.NotFound
 }
 
 // unchecked: some namespace of rec was pointed at a pin and not checked.

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/api/types/task"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
 func TestDiedWith(t *testing.T) {
@@ -147,5 +151,39 @@ func TestExitWatchForgets(t *testing.T) {
 	}
 	if len(x.targetOf)+len(x.joined)+len(x.exits) != 0 {
 		t.Errorf("after the removal: %v %v %v, want nothing kept", x.targetOf, x.joined, x.exits)
+	}
+}
+
+// A start that was in containerd when it restarted: the kubelet was told of
+// a reset connection, so no start the shim answered queues the check, and
+// the container runs once containerd has recovered it. The catch-up after
+// the subscription first finds it not yet running, and looks again until it
+// runs: it is checked, and its Event posted.
+func TestCatchUpStartMissed(t *testing.T) {
+	r := newRig(t, false)
+	rd, st, s := r.withChecks()
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_CREATED})
+	if again := r.server.target.scan(context.Background()); !again {
+		t.Fatal("scan: a pinned container not yet checked and not running, want it looked at again")
+	}
+	r.server.target.catchUp(context.Background())
+	// containerd has recovered the task: it runs
+	st.set(id, taskState{pid: 777, status: task.Status_RUNNING})
+	rd.set(777, map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID})
+	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+	if v := r.verified(t, id, "pid"); v.Result != oci.Joined {
+		t.Errorf("verify = %+v, want joined", v)
+	}
+	waitFor(t, "the Event", func() bool { return len(s.posted()) == 1 })
+	if e := s.posted()[0]; e.Reason != eventTargeted {
+		t.Errorf("posted %+v, want Normal Targeted", e)
+	}
+	if again := r.server.target.scan(context.Background()); again {
+		t.Error("scan after the check: want nothing more to see")
 	}
 }
