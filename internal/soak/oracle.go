@@ -30,6 +30,15 @@ const (
 	// TARGET behaves the same; a container in any other namespace would
 	// have lived on.
 	DiedWithTarget Outcome = "died with its target"
+	// Unseen: in its target's PID namespace, as its record says, and the
+	// shim said after the start that it could not see it there, because
+	// it had exited before the shim could read it (exited_unobserved: a
+	// debugger that prints and exits within milliseconds, started while
+	// containerd's events, whose task creation the shim reads it at, were
+	// not reaching the shim, as around a containerd restart). The shim
+	// claimed nothing it had not seen (a Warning TargetNotVerified, no
+	// Normal Targeted); counted apart, it does not fail the run.
+	Unseen Outcome = "not seen"
 	// WrongJoin: anything else. It fails the run.
 	WrongJoin Outcome = "wrong"
 )
@@ -93,6 +102,9 @@ func Judge(o Observation) (Outcome, string) {
 		}
 		if o.DebugNS != o.TargetNS {
 			return WrongJoin, fmt.Sprintf("in %s, but target instance %.12s printed %s", o.DebugNS, o.Record.Target, o.TargetNS)
+		}
+		if r.Verify != nil && r.Verify.Result == oci.Unverified && r.Verify.ReasonKind == "exited_unobserved" {
+			return Unseen, "in its target's " + o.DebugNS + "; the shim said it had exited before it could look"
 		}
 		if why := unverified(r); why != "" {
 			return WrongJoin, "in its target's " + o.DebugNS + ", but " + why

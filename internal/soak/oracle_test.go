@@ -35,7 +35,9 @@ func TestJudge(t *testing.T) {
 	}{
 		{"joined", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, Joined},
 		{"joined, not verified", Observation{Made: true, Record: seen(7, nil), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
-		{"joined, seen unverified", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Unverified, ReasonKind: "exited_unobserved"}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"joined, the shim said it exited before it could look", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Unverified, ReasonKind: "exited_unobserved"}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, Unseen},
+		{"elsewhere, the shim said it exited before it could look", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Unverified, ReasonKind: "exited_unobserved"}), DebugNS: "pid:[9]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"joined, seen unverified otherwise", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Unverified, ReasonKind: "pid_changed"}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
 		{"joined, seen not joined", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.NotJoined, Inode: 9}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
 		{"joined, seen in another namespace", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Joined, Inode: 9}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
 		{"died with its target, not verified", Observation{Made: true, Record: seen(7, nil), TargetNS: "pid:[7]", Error: "exit 137 Error: ", Killed: true, TargetEndedFirst: true}, WrongJoin},

@@ -156,5 +156,8 @@ func (r *Report) targeted() string {
 	if d := r.Outcomes[DiedWithTarget]; d > 0 {
 		n += fmt.Sprintf(" (%d died with their target)", d)
 	}
+	if u := r.Outcomes[Unseen]; u > 0 {
+		n += fmt.Sprintf(" + %d joined but not seen by the shim (exited before it could look)", u)
+	}
 	return n
 }
