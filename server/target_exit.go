@@ -214,8 +214,8 @@ func (x *exitWatch) tell(ctx context.Context, id string, te taskExit) {
 //
 // Right after containerd's restart its CRI may not answer yet, and a start
 // that was in containerd when it went down (its caller told of a reset
-// connection) may leave the container running without a start the shim
-// saw: while a pinned container could not be read, or one not yet checked
+// connection) may leave the container running, or already exited, without
+// a start the shim saw: while a pinned container could not be read, or one not yet checked
 // is not running yet, the catch-up is done again, every catchUpEvery, at
 // most catchUpTries times.
 func (t *targeter) catchUp(ctx context.Context) { t.catchUpTry(ctx, 1) }
@@ -255,7 +255,9 @@ func (t *targeter) scan(ctx context.Context) (again bool) {
 		d, dst := t.exits.status(ctx, id)
 		if t.verify != nil && unchecked(rec) {
 			switch dst {
-			case runtimeapi.ContainerState_CONTAINER_RUNNING:
+			case runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED:
+				// exited: it ran; what the check can still see (most
+				// often that it cannot: it is gone) is said all the same
 				t.verify.started(id)
 			case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_UNKNOWN:
 				again = true

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/api/types/task"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
@@ -63,6 +64,7 @@ func TestTargetExited(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			r.markChecked(t, id) // as its start's check did
 			r.live = tc.nsHasInit
 			t0 := time.Now().Truncate(time.Microsecond)
 			target := taskExit{container: "app1", process: "app1", pid: 4, status: 3, at: t0}
@@ -120,6 +122,7 @@ func TestTargetExitedWhileAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.markChecked(t, id)
 	r.live = false
 	t0 := time.Now()
 	r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 3, FinishedAt: t0.UnixNano()})
@@ -185,5 +188,50 @@ func TestCatchUpStartMissed(t *testing.T) {
 	}
 	if again := r.server.target.scan(context.Background()); again {
 		t.Error("scan after the check: want nothing more to see")
+	}
+}
+
+// A debugger that ran and exited while the shim was not reading containerd's
+// events, its start not answered by the shim: the catch-up checks it all
+// the same, and the check says what it could see: that it had exited.
+func TestCatchUpExitedUnchecked(t *testing.T) {
+	r := newRig(t, false)
+	_, st, s := r.withChecks()
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.set(id, taskState{pid: 777, status: task.Status_STOPPED, exitedAt: time.Now()})
+	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, FinishedAt: time.Now().UnixNano()})
+	r.server.target.catchUp(context.Background())
+	if v := r.verified(t, id, "pid"); v.Result != oci.Unverified {
+		t.Errorf("verify = %+v, want unverified", v)
+	}
+	waitFor(t, "the Event", func() bool { return len(s.posted()) == 1 })
+	if e := s.posted()[0]; e.Reason != eventNotVerified {
+		t.Errorf("posted %+v, want Warning TargetNotVerified", e)
+	}
+}
+
+// markChecked writes into container id's record what the check after its
+// start would have: each targeted namespace seen joined.
+func (r *rig) markChecked(t *testing.T, id string) {
+	t.Helper()
+	err := r.server.target.specs.EditSpec(context.Background(), id, func(spec *specs.Spec) ([]oci.Opt, error) {
+		rec, _, err := oci.ParseRecord(spec.Annotations)
+		if err != nil {
+			return nil, err
+		}
+		for k, ns := range rec.Namespaces {
+			if ns.Result == oci.Targeted {
+				ns.Verify = &oci.Verification{Result: oci.Joined, Stage: stageVerify, Inode: ns.Inode}
+				rec.Namespaces[k] = ns
+			}
+		}
+		return []oci.Opt{oci.WithRecord(rec)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
