@@ -59,11 +59,7 @@ func TestTargetExited(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			r := newRig(t, false)
 			_, _, s := r.withChecks()
-			r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-			id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-			if err != nil {
-				t.Fatal(err)
-			}
+			id := r.pidDebugger(t)
 			r.markChecked(t, id) // as its start's check did
 			r.live = tc.nsHasInit
 			t0 := time.Now().Truncate(time.Microsecond)
@@ -117,11 +113,7 @@ func TestTargetExited(t *testing.T) {
 func TestTargetExitedWhileAway(t *testing.T) {
 	r := newRig(t, false)
 	_, _, s := r.withChecks()
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := r.pidDebugger(t)
 	r.markChecked(t, id)
 	r.live = false
 	t0 := time.Now()
@@ -140,11 +132,7 @@ func TestTargetExitedWhileAway(t *testing.T) {
 // nothing.
 func TestExitWatchForgets(t *testing.T) {
 	r := newRig(t, false)
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := r.pidDebugger(t)
 	x := r.server.target.exits
 	if x.targetOf[id] != "app1" || !x.joined["app1"][id] {
 		t.Fatalf("watch: %v %v, want %s pinned in app1's namespace", x.targetOf, x.joined, id)
@@ -165,11 +153,7 @@ func TestExitWatchForgets(t *testing.T) {
 func TestCatchUpStartMissed(t *testing.T) {
 	r := newRig(t, false)
 	rd, st, s := r.withChecks()
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := r.pidDebugger(t)
 	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_CREATED})
 	if again := r.server.target.scan(context.Background()); !again {
 		t.Fatal("scan: a pinned container not yet checked and not running, want it looked at again")
@@ -197,11 +181,7 @@ func TestCatchUpStartMissed(t *testing.T) {
 func TestCatchUpExitedUnchecked(t *testing.T) {
 	r := newRig(t, false)
 	_, st, s := r.withChecks()
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := r.pidDebugger(t)
 	st.set(id, taskState{pid: 777, status: task.Status_STOPPED, exitedAt: time.Now()})
 	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, FinishedAt: time.Now().UnixNano()})
 	r.server.target.catchUp(context.Background())
@@ -234,4 +214,16 @@ func (r *rig) markChecked(t *testing.T, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pidDebugger makes, through the shim, a debug container in pod sb1 whose
+// PID namespace targets app1, a running container of that pod.
+func (r *rig) pidDebugger(t *testing.T) string {
+	t.Helper()
+	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -271,11 +271,7 @@ func TestVerifyNotJoined(t *testing.T) {
 				r.setMetrics(m)
 				h := r.withHandlers(t, "")
 				r.runPod(t, "sb1", "vmrun")
-				r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-				id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-				if err != nil {
-					t.Fatal(err)
-				}
+				id := r.pidDebugger(t)
 				if rec := r.record(t, id); rec.RuntimeHandler != "vmrun" || rec.Namespaces["pid"].Result != oci.Targeted {
 					t.Fatalf("record %+v, want pid targeted in a pod of runtime handler vmrun", rec)
 				}
@@ -356,11 +352,7 @@ func TestVerifyReadAtTaskCreate(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			r := newRig(t, false)
 			rd, st, _ := r.withChecks()
-			r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-			id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-			if err != nil {
-				t.Fatal(err)
-			}
+			id := r.pidDebugger(t)
 			rd.set(779, map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID, namespaces.IPC: {Dev: 4, Ino: 6}})
 			events := sideEvents{r.server.target}
 			events.taskCreated(id, 779)
@@ -387,11 +379,7 @@ func TestVerifyReadAtTaskCreate(t *testing.T) {
 func TestVerifyUnseenIsWarning(t *testing.T) {
 	r := newRig(t, false)
 	_, st, s := r.withChecks()
-	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := r.pidDebugger(t)
 	st.set(id, taskState{pid: 781, status: task.Status_STOPPED, exitedAt: time.Now()})
 	if err := r.start(id); err != nil {
 		t.Fatal(err)
