@@ -269,6 +269,18 @@ type pinID struct {
 	err error
 }
 
+// pinnedAtCreate is the identity of the namespace the create pinned, as
+// its record says: never the pin's path read now, which names another file
+// once the pin is released (the container removed while its check waited
+// on the side queue) and would prove a joined container not joined. Every
+// namespace is on the one nsfs device, the host's (host).
+func pinnedAtCreate(ns oci.NamespaceRecord, host namespaces.ID) pinID {
+	if ns.Inode == 0 {
+		return pinID{err: errors.New("the record names no inode for the pinned namespace")}
+	}
+	return pinID{id: namespaces.ID{Dev: host.Dev, Ino: ns.Inode}}
+}
+
 // stageVerify is the stage of what verification saw (metric, log, record).
 const stageVerify = "verify"
 
@@ -297,8 +309,7 @@ func (v *verifier) report(ctx context.Context, id string, r *taskRead, w taskWor
 		// a namespace checked already (by the catch-up after a restart of
 		// the shim, as well as by its start) is said once
 		if ns, ok := rec.Namespaces[kind]; ok && ns.Result == oci.Targeted && ns.Path != "" && ns.Verify == nil {
-			id, err := v.t.stat(ns.Path)
-			want[kind] = pinID{id: id, err: err}
+			want[kind] = pinnedAtCreate(ns, v.host)
 		}
 	}
 	if len(want) == 0 {

@@ -254,6 +254,33 @@ func TestVerifyAfterStart(t *testing.T) {
 	})
 }
 
+// A check that runs after the container's pins were released (removed
+// while its check waited on the side queue, as under load: the pin's path
+// then names a plain file) judges against the namespace the create pinned,
+// as its record says: joined, and runc's handler is not learnt as one that
+// cannot join.
+func TestVerifyAfterPinReleased(t *testing.T) {
+	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+		r := newRig(t, false)
+		rd, st, _ := r.withChecks()
+		h := r.withHandlers(t, "")
+		r.runPod(t, "sb1", "runc")
+		id := r.pidDebugger(t)
+		r.server.target.stat = func(string) (namespaces.ID, error) { return namespaces.ID{Dev: 8, Ino: 77}, nil } // released
+		st.set(id, taskState{pid: 780, status: task.Status_RUNNING})
+		rd.set(780, map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID})
+		if err := r.start(id); err != nil {
+			t.Fatal(err)
+		}
+		if v := r.verified(t, id, "pid"); v.Result != oci.Joined || v.Inode != targetPID.Ino {
+			t.Errorf("verify = %+v, want joined in %d", v, targetPID.Ino)
+		}
+		if why := h.cannot("runc"); why != "" {
+			t.Errorf("handler runc learnt as unable to join: %q", why)
+		}
+	})
+}
+
 // A runtime that ignores the namespace path (a VM or user-space-kernel
 // runtime; here the fake reads the container in a namespace of its own):
 // the Warning TargetNotJoined names the container, the target and the
