@@ -49,6 +49,7 @@ type Config struct {
 	TargetingVia        string   `toml:"targeting_via" comment:"how a targeted container's spec is written: auto (through containerd's NRI where it adjusts namespaces, containerd 2.2+; else through containerd's API after CreateContainer), nri (NRI only: TARGET creates fail while it is not usable) or update"`
 	NRISocket           string   `toml:"nri_socket" comment:"containerd's NRI socket (targeting_via auto or nri)"`
 	EventsKubeconfig    string   `toml:"events_kubeconfig" comment:"kubeconfig whose identity posts an Event on the pod of every container that asks for TARGET, saying whether it joined its target (kubectl describe pod shows it); by default the kubelet's own, read when the first event is due and again when it changes; empty: no events"`
+	NoJoinHandlers      string   `toml:"runtime_handlers_without_join" comment:"runtime handlers (a RuntimeClass's handler) whose runtime does not join the namespace paths a spec names, as VM and user-space-kernel runtimes (Kata, gVisor) do not: a TARGET create in their pods falls back before anything is made (strict: refused). Comma-separated names; auto: those whose containerd runtime type is not runc's, as containerd's config says; \"auto,NAME\" adds NAME; empty: none. Handlers whose containers were seen starting outside the namespace their spec named are added, whatever this says"`
 }
 
 // Default is the configuration without a file or flags.
@@ -66,6 +67,7 @@ func Default() Config {
 		TargetingVia:        "auto",
 		NRISocket:           "/var/run/nri/nri.sock",
 		EventsKubeconfig:    DefaultEventsKubeconfig,
+		NoJoinHandlers:      "auto",
 	}
 }
 
@@ -299,6 +301,11 @@ func (c Config) problems() []problem {
 	if c.EventsKubeconfig != "" && !filepath.IsAbs(c.EventsKubeconfig) {
 		add("events_kubeconfig", fmt.Errorf("%q is not an absolute path (empty: no events)", c.EventsKubeconfig))
 	}
+	for _, n := range strings.Split(c.NoJoinHandlers, ",") {
+		if n = strings.TrimSpace(n); n != "" && n != "auto" && !handlerName.MatchString(n) {
+			add("runtime_handlers_without_join", fmt.Errorf("%q is not a runtime handler name (a DNS label, as a RuntimeClass's handler: lowercase letters, digits and '-', at most 63), nor auto", n))
+		}
+	}
 	return ps
 }
 
@@ -397,6 +404,9 @@ func Keys() []string {
 	}
 	return keys
 }
+
+// handlerName is a RuntimeClass handler: a DNS label (RFC 1123).
+var handlerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 var mismatch = regexp.MustCompile(`cannot decode TOML (\w+) into`)
 

@@ -94,6 +94,17 @@ metrics_address = "127.0.0.1:9795"
 			},
 		},
 		{
+			desc: "runtime handlers: names and auto",
+			toml: "runtime_handlers_without_join = \"auto, kata-qemu,runsc\"\n",
+			want: func(c *Config) { c.NoJoinHandlers = "auto, kata-qemu,runsc" },
+		},
+		{desc: "runtime handlers: none", toml: "runtime_handlers_without_join = \"\"\n", want: func(c *Config) { c.NoJoinHandlers = "" }},
+		{
+			desc: "runtime handlers are DNS labels",
+			toml: "runtime_handlers_without_join = \"auto,Kata/QEMU\"\n",
+			errs: []string{`cfg.toml:1: runtime_handlers_without_join: "Kata/QEMU" is not a runtime handler name`},
+		},
+		{
 			desc: "log_journal is auto or off",
 			toml: "log_journal = \"on\"\n",
 			errs: []string{`cfg.toml:1: log_journal: "on" is not a log_journal setting (want auto or off)`},

@@ -39,6 +39,9 @@ func TestFieldNumbers(t *testing.T) {
 		{&runtimeapi.StartContainerRequest{}, "container_id", containerID, protoreflect.StringKind},
 		{&runtimeapi.RemoveContainerRequest{}, "container_id", containerID, protoreflect.StringKind},
 		{&runtimeapi.CreateContainerResponse{}, "container_id", containerID, protoreflect.StringKind},
+		{&runtimeapi.RunPodSandboxRequest{}, "runtime_handler", runtimeHandler, protoreflect.StringKind},
+		{&runtimeapi.RunPodSandboxResponse{}, "pod_sandbox_id", podSandboxID, protoreflect.StringKind},
+		{&runtimeapi.RemovePodSandboxRequest{}, "pod_sandbox_id", podSandboxID, protoreflect.StringKind},
 	} {
 		md := tc.msg.ProtoReflect().Descriptor()
 		fd := md.Fields().ByName(tc.name)

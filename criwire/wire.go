@@ -39,6 +39,9 @@ const (
 	entryValue = 2 // a map entry's value
 
 	containerID = 1 // {Start,Remove}ContainerRequest and CreateContainerResponse .container_id
+
+	runtimeHandler = 2 // RunPodSandboxRequest.runtime_handler
+	podSandboxID   = 1 // RunPodSandboxResponse and RemovePodSandboxRequest .pod_sandbox_id
 )
 
 // Create is what the shim reads of a CreateContainerRequest.
@@ -264,6 +267,27 @@ func ContainerID(b []byte) (string, error) {
 		return nil
 	})
 	return id, err
+}
+
+// RuntimeHandler reads runtime_handler, field 2 of RunPodSandboxRequest
+// ("" when absent: the runtime's default).
+func RuntimeHandler(b []byte) (string, error) { return lastString(b, runtimeHandler) }
+
+// SandboxID reads pod_sandbox_id, field 1 of RunPodSandboxResponse and
+// RemovePodSandboxRequest.
+func SandboxID(b []byte) (string, error) { return lastString(b, podSandboxID) }
+
+// lastString reads the string field num of message b: its last occurrence,
+// as protobuf does.
+func lastString(b []byte, num protowire.Number) (string, error) {
+	v := ""
+	err := walk(b, func(f field) error {
+		if f.bytes(num) {
+			v = string(f.val)
+		}
+		return nil
+	})
+	return v, err
 }
 
 // The wire: fields as they came, and the two ways over them (walk, edit).

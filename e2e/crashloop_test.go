@@ -30,7 +30,10 @@ const crashSleep = "8"
 // kubelet sends TARGET with the id of app's latest
 // instance, and the debug container either joins it, alive (targeted: in
 // that instance's PID namespace, through the shim's pin), or falls back
-// with target_not_running when it is dead. The pin of an instance joined
+// with target_not_running when it is dead. The one made while app runs
+// sleeps, and dies with app's instance (the kernel kills every process of
+// a PID namespace whose init exits): the kubelet shows 137, and the shim's
+// Warning TargetExited says why. The pin of an instance joined
 // is the debug container's: still held after the instance died, released
 // when the kubelet removes the container (here once the pod is deleted).
 func TestDebugCrashLoopingTarget(t *testing.T) {
@@ -50,24 +53,10 @@ func TestDebugCrashLoopingTarget(t *testing.T) {
 		return s.State.Running != nil && s.RestartCount > dead.RestartCount
 	})
 	t.Logf("%s: app running again", at())
-	whileRunning := debugCrashLooping(t, pod, "dbg-running")
+	joined := debugUntilTargetExits(t, pod, "dbg-running")
+	t.Logf("%s: dbg-running died with app's instance", at())
 
-	var joined *crashDebug
-	for _, d := range []*crashDebug{whileRunning, inBackoff} {
-		if d.rec.Namespaces["pid"].Result == oci.Targeted {
-			joined = d
-		}
-	}
-	if joined == nil {
-		// app lives crashSleep seconds and the second debug starts as
-		// soon as the kubelet reports it running: one of them must join.
-		t.Fatalf("neither debug container joined a live instance of app")
-	}
-
-	// The instance joined dies; its pin stays with the debug container.
-	waitContainer(t, pod, "app", "past the instance joined", func(s containerStatus) bool {
-		return s.id() != joined.rec.Target || s.State.Running == nil
-	})
+	// The instance joined died; its pin stays with the debug container.
 	t.Logf("%s: app's instance %.12s, joined by %s, has exited", at(), joined.rec.Target, joined.dbg.Name)
 	if !pinned(t, joined.dbg.id()) {
 		t.Errorf("%s's pins are gone while the container exists (its target %.12s has exited)", joined.dbg.Name, joined.rec.Target)
@@ -78,7 +67,7 @@ func TestDebugCrashLoopingTarget(t *testing.T) {
 	kubectl(t, "delete", "pod", pod, "--grace-period=1", "--wait", "--timeout=50s")
 	deleted := time.Now()
 	t.Logf("%s: pod deleted", at())
-	for _, d := range []*crashDebug{inBackoff, whileRunning} {
+	for _, d := range []*crashDebug{inBackoff, joined} {
 		var gone time.Time
 		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 			if gone.IsZero() && !inContainerd(t, d.dbg.id()) {
@@ -161,6 +150,45 @@ func instanceNS(t *testing.T, pod, id string) string {
 	}
 	t.Fatalf("%.12s is neither app's current instance (%.12s) nor its previous one (%.12s)", id, app.id(), app.lastID())
 	return ""
+}
+
+// debugUntilTargetExits runs kubectl debug --target=app with a debugger
+// that prints its PID namespace and sleeps, while app's instance runs:
+// it must join that instance's namespace (verified after its start), and
+// die with it when it exits: the kubelet shows 137, and the shim's Warning
+// TargetExited on the pod says why.
+func debugUntilTargetExits(t *testing.T, pod, name string) *crashDebug {
+	t.Helper()
+	kubectl(t, "debug", pod, "--image="+busyboxImage, "--container="+name, "--target=app", "--",
+		"sh", "-c", "readlink /proc/self/ns/pid; exec sleep 600")
+	dbg := waitContainer(t, pod, name, "running", func(s containerStatus) bool { return s.State.Running != nil || s.State.Terminated != nil })
+	rec := direct.Info(t, dbg.id()).Record(t)
+	if r := rec.Namespaces["pid"]; r.Result != oci.Targeted {
+		t.Fatalf("%s fell back (%s: %s): app's instance %.12s ended before it was made, and this test needs it joined", name, r.ReasonKind, r.Reason, rec.Target)
+	}
+	v := verified(t, dbg.id(), "pid")
+	appNS := instanceNS(t, pod, rec.Target)
+	if v.Result != oci.Joined || "pid:["+strconv.FormatUint(v.Inode, 10)+"]" != appNS {
+		t.Errorf("%s's check after its start = %+v, want joined in app's instance's %s", name, v, appNS)
+	}
+	dbg = waitContainer(t, pod, name, "terminated, with app's instance", terminated)
+	if code := dbg.State.Terminated.ExitCode; code != 137 {
+		t.Errorf("%s exited %d; want 137, killed with app's instance", name, code)
+	}
+	if ns := firstLine(logs(t, pod, name)); ns != appNS {
+		t.Errorf("%s printed %s; app's instance %s", name, ns, appNS)
+	}
+	e := shimEventWith(t, pod, name, "TargetExited")
+	want := "Target container app exited (exit code 3), and the kernel killed container " + name + " with it: " + name + " ran in app's pid namespace, " +
+		"and when a PID namespace's init (here app's process) exits, every other process in it is killed. That is why " + name + " ended with exit code 137."
+	if e.Type != "Warning" || e.Message != want {
+		t.Errorf("event %s %s %q\nwant Warning TargetExited %q", e.Type, e.Reason, e.Message, want)
+	}
+	operatorSees(t, pod, e)
+	if te := direct.Info(t, dbg.id()).Record(t).TargetExited; te == nil || te.ExitCode != 3 {
+		t.Errorf("%s's record says targetExited %+v, want app's exit code 3", name, te)
+	}
+	return &crashDebug{dbg: dbg, rec: rec}
 }
 
 // inContainerd reports whether containerd itself (not through the shim)

@@ -36,8 +36,26 @@ func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
 		t.Errorf("%s's record = %+v, want targeted at %s (%s)", dbg.Name, rec, app.id(), appNS)
 	}
 	checkVia(t, dbg.Name, rec)
+	// what the shim saw once it ran: its init process in app's namespace
+	if v := verified(t, dbg.id(), "pid"); v.Result != oci.Joined || "pid:["+strconv.FormatUint(v.Inode, 10)+"]" != appNS {
+		t.Errorf("%s's check after its start = %+v, want joined in %s", dbg.Name, v, appNS)
+	}
 	if !t.Failed() {
-		t.Logf("%s: in app's %s, via %s; containerd received POD, spec → %s", dbg.Name, appNS, rec.Via, path)
+		t.Logf("%s: in app's %s, via %s, verified after start; containerd received POD, spec → %s", dbg.Name, appNS, rec.Via, path)
+	}
+}
+
+// verified waits (10 s) for the shim's check after the start of container
+// id to be in its record, for namespace kind, and returns it.
+func verified(t *testing.T, id, kind string) oci.Verification {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if v := direct.Info(t, id).Record(t).Namespaces[kind].Verify; v != nil {
+			return *v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no check after the start of %.12s in its record within 10 s\ncri-nstarget log tail:\n%s", id, tail(shim.LogPath(), 3000))
+		}
 	}
 }
 
@@ -87,9 +105,10 @@ func TestDebugTarget(t *testing.T) {
 			}
 			dbg, out := debug(t, "target", tc.name, tc.image, args...)
 			checkTargeted(t, app, dbg, appNS, out)
-			// the operator is told, where kubectl shows it
+			// the operator is told what was seen, where kubectl shows it
 			e := shimEvent(t, "target", tc.name)
-			if want := "Container " + tc.name + " joined the pid namespace of target container app (pinned by cri-nstarget): it sees app's processes."; e.Type != "Normal" || e.Reason != "Targeted" || e.Message != want {
+			if want := "Container " + tc.name + " joined the pid namespace of target container app, verified after it started: its init process is in " + appNS +
+				" (`readlink /proc/self/ns/pid` prints it inside it), pinned by cri-nstarget; it sees app's processes."; e.Type != "Normal" || e.Reason != "Targeted" || e.Message != want {
 				t.Errorf("event %s %s %q; want Normal Targeted %q", e.Type, e.Reason, e.Message, want)
 			}
 			if tc.name == "dbg-default" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,14 +66,24 @@ func eventsOf(evs []kubeEvent, container, source string) []kubeEvent {
 // container's fieldPath, source cri-nstarget on the node, count 1.
 func shimEvent(t *testing.T, pod, container string) kubeEvent {
 	t.Helper()
+	return shimEventWith(t, pod, container, "")
+}
+
+// shimEventWith is shimEvent for the one Event with reason ("": any).
+func shimEventWith(t *testing.T, pod, container, reason string) kubeEvent {
+	t.Helper()
 	var evs []kubeEvent
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		if evs = eventsOf(podEvents(t, pod), container, "cri-nstarget"); len(evs) > 0 || time.Now().After(deadline) {
+		evs = eventsOf(podEvents(t, pod), container, "cri-nstarget")
+		if reason != "" {
+			evs = slices.DeleteFunc(evs, func(e kubeEvent) bool { return e.Reason != reason })
+		}
+		if len(evs) > 0 || time.Now().After(deadline) {
 			break
 		}
 	}
 	if len(evs) != 1 {
-		t.Fatalf("cri-nstarget's events on pod %s about %s: %+v, want one\ncri-nstarget log tail:\n%s", pod, container, evs, tail(shim.LogPath(), 3000))
+		t.Fatalf("cri-nstarget's events on pod %s about %s (reason %q): %+v, want one\ncri-nstarget log tail:\n%s", pod, container, reason, evs, tail(shim.LogPath(), 3000))
 	}
 	e, uid := evs[0], getPod(t, pod).Metadata.UID
 	io := e.InvolvedObject
@@ -251,6 +262,10 @@ func TestEventsPodNotInTheAPIServer(t *testing.T) {
 		t.Cleanup(func() {
 			shim.Runtime.RemoveContainer(ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: resp.GetContainerId()})
 		})
+		// its Event is due once the check after its start has seen it
+		if _, err := shim.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: resp.GetContainerId()}); err != nil {
+			t.Fatalf("StartContainer %s through the shim: %v", name, err)
+		}
 		waitDropped(t, "pod_not_found", before+float64(i))
 	}
 	if evs := podEvents(t, "made-by-crictl"); len(evs) > 0 {

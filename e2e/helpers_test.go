@@ -82,6 +82,7 @@ type podSpec struct {
 	containers    []container
 	restartPolicy string // default Always
 	hostUsers     *bool
+	runtimeClass  string // default: none (the runtime's default handler)
 }
 
 func (p podSpec) manifest() string {
@@ -102,6 +103,9 @@ func (p podSpec) manifest() string {
 	}
 	if p.hostUsers != nil {
 		spec["hostUsers"] = *p.hostUsers
+	}
+	if p.runtimeClass != "" {
+		spec["runtimeClassName"] = p.runtimeClass
 	}
 	b, _ := json.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "Pod",

@@ -143,9 +143,16 @@ func runSuite(m *testing.M) (code int) {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The stand-in for a sandboxed runtime (sandboxed_test.go): the
+	// backend's runc behind a wrapper that drops the PID namespace path.
+	nojoin, err := harness.BuildNojoinRuntime(root, tmp, "")
+	if err != nil {
+		return fail("%v", err)
+	}
 	t0 := time.Now()
 	b, err := critest.StartBackend(ctx, label, tmp, harness.EnvOptions{
 		Dir: filepath.Join(tmp, "c"), Binary: binary, Images: map[string]*harness.Image{nobodyName: nobody},
+		Runtimes: []harness.Runtime{{Name: nojoinHandler, BinaryName: nojoin}},
 	}, true)
 	if err != nil {
 		return fail("start %s: %v", label, err)

@@ -127,6 +127,8 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 		t.Fatalf("retry of the same CreateContainer after a crash at %s: %v", step, err)
 	}
 	dbg := resp.GetContainerId()
+	// before the start, whose check writes what it saw into the record
+	updated := specUpdated(t, dbg)
 	mustStart(t, c, dbg)
 	if got, want := nsInside(t, c, dbg, "pid"), nsInside(t, c, app, "pid"); got != want {
 		t.Errorf("retried debug container in pid namespace %s, want the app's %s", got, want)
@@ -135,8 +137,8 @@ func crashAt(t *testing.T, bin, step string, restartContainerd bool) {
 		t.Errorf("retried debug container's record: %+v, want targeted", r)
 	}
 	if shimsUseNRI() {
-		if rec := direct.Info(t, dbg).Record(t); rec.Via != "nri" || specUpdated(t, dbg) {
-			t.Errorf("retried debug container: via %q, updated after create %v; want through NRI, no Update", rec.Via, specUpdated(t, dbg))
+		if rec := direct.Info(t, dbg).Record(t); rec.Via != "nri" || updated {
+			t.Errorf("retried debug container: via %q, updated after create %v; want through NRI, no Update", rec.Via, updated)
 		}
 	}
 

@@ -98,12 +98,18 @@ func runPod(t *testing.T, c critesting.CRI, pidMode runtimeapi.NamespaceMode) po
 // runPodWith is runPod with the pod's namespace options.
 func runPodWith(t *testing.T, c critesting.CRI, ns *runtimeapi.NamespaceOption) pod {
 	t.Helper()
+	return runPodOn(t, c, "", ns)
+}
+
+// runPodOn is runPodWith on containerd's runtime handler ("": runc).
+func runPodOn(t *testing.T, c critesting.CRI, handler string, ns *runtimeapi.NamespaceOption) pod {
+	t.Helper()
 	n := podCount.Add(1)
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: fmt.Sprintf("p%d", n), Uid: fmt.Sprintf("uid-%d-%d", os.Getpid(), n), Namespace: "nst"},
 		Linux:    &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}},
 	}
-	resp, err := c.Runtime.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	resp, err := c.Runtime.RunPodSandbox(ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
 	if err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)
 	}

@@ -62,7 +62,13 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if env, err = harness.StartWith(ctx, harness.EnvOptions{BusyboxFiles: []harness.File{probe}}); err != nil {
+	nojoin, err := harness.BuildNojoinRuntime(root, tmp, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env, err = harness.StartWith(ctx, harness.EnvOptions{BusyboxFiles: []harness.File{probe}, Runtimes: []harness.Runtime{
+		{Name: nojoinHandler, BinaryName: nojoin}}}); err != nil {
 		fmt.Fprintln(os.Stderr, "start containerd:", err)
 		return 1
 	}

@@ -65,7 +65,9 @@ func shimsUseNRI() bool {
 }
 
 // specUpdated tells whether containerd's stored container was updated after
-// it was made: containerd sets UpdatedAt at every Update.
+// it was made: containerd sets UpdatedAt at every Update. Asked before the
+// container's start: the check after it writes what it saw into the record,
+// an Update.
 func specUpdated(t *testing.T, id string) bool {
 	t.Helper()
 	conn, err := harness.Dial(env.Containerd.Endpoint())
@@ -102,7 +104,10 @@ func TestNRITargeting(t *testing.T) {
 			c := shimCRI(s)
 			p := runPod(t, c, ownMode)
 			app := run(t, c, p, "app", pidOwn, "sleep", "3608")
-			dbg := run(t, c, p, "debug", targetOf(app))
+			dbg := mustCreate(t, c, p, "debug", targetOf(app))
+			// before the start, whose check writes what it saw into the record
+			updated := specUpdated(t, dbg)
+			mustStart(t, c, dbg)
 			if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3608") {
 				t.Errorf("debug container does not see the app's process:\n%s", ps)
 			}
@@ -115,8 +120,8 @@ func TestNRITargeting(t *testing.T) {
 			if got := ci.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_POD {
 				t.Errorf("containerd received pid mode %v, want POD", got)
 			}
-			if got := specUpdated(t, dbg); got != tc.updated {
-				t.Errorf("containerd's container updated after create: %v, want %v", got, tc.updated)
+			if updated != tc.updated {
+				t.Errorf("containerd's container updated after create: %v, want %v", updated, tc.updated)
 			}
 		})
 	}

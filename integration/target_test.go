@@ -52,6 +52,10 @@ func TestPIDTarget(t *testing.T) {
 	if r := rec.Namespaces["pid"]; rec.Target != app || r.Result != oci.Targeted || "pid:["+strconv.FormatUint(r.Inode, 10)+"]" != appNS {
 		t.Errorf("record = %+v, want targeted at %s with inode of %s", rec, app, appNS)
 	}
+	// what the shim saw once it ran: its init process in the app's namespace
+	if v := verified(t, dbg, "pid"); v.Result != oci.Joined || "pid:["+strconv.FormatUint(v.Inode, 10)+"]" != appNS {
+		t.Errorf("check after the start = %+v, want joined in %s", v, appNS)
+	}
 }
 
 // (b) IPC TARGET: the debug container's IPC namespace is the target's, not
@@ -84,6 +88,9 @@ func TestIPCTarget(t *testing.T) {
 	r := ci.Record(t).Namespaces["ipc"]
 	if r.Result != oci.Targeted || r.Shm != oci.ShmPod || len(r.Shares) != 3 {
 		t.Errorf("ipc record = %+v, want targeted, sharing sysv, mqueue and the pod's /dev/shm", r)
+	}
+	if v := verified(t, dbg, "ipc"); v.Result != oci.Joined || "ipc:["+strconv.FormatUint(v.Inode, 10)+"]" != appIPC {
+		t.Errorf("check after the start = %+v, want joined in %s", v, appIPC)
 	}
 	// the app's /dev/shm is the pod's: the debug container's is left as is
 	if m := specMount(ci, "/dev/shm"); m.Source == "" || m.Source != r.PodShm {

@@ -36,6 +36,7 @@ type Recorder struct {
 	targeting *prometheus.CounterVec
 	path      *prometheus.GaugeVec
 	events    *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
 	methods   map[string]*series // by full method name; read-only after New
 	unknown   *series
 }
@@ -65,8 +66,8 @@ func New(version string) *Recorder {
 		}, []string{"method"}),
 		targeting: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "targeting_total",
-			Help: "NamespaceMode TARGET decisions, one per namespace: result targeted, fallback or refused (strict), " +
-				"at stage create or start, and why (none when targeted).",
+			Help: "NamespaceMode TARGET decisions, one per namespace: result targeted, fallback or refused (strict) at stage create or start; " +
+				"at stage verify, what was seen once the container had started: joined, not_joined, unverified, or refused (strict mode stopped it); and why (none when targeted or joined).",
 		}, []string{"namespace", "stage", "result", "reason"}),
 		path: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "targeting_path",
@@ -78,7 +79,15 @@ func New(version string) *Recorder {
 			Help: "Events on pods saying whether a container joined its target: result sent (reason none) or dropped, " +
 				"and why (queue_full, shutdown, no_kubeconfig, bad_kubeconfig, pod_not_found, unauthorized, forbidden, rejected, unreachable).",
 		}, []string{"result", "reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "dropped_total",
+			Help: "Checks after an answer dropped because the side queue was full, by channel: verify (whether a started container joined its target), " +
+				"exit (a target's exit, and the debuggers that died with it), scan (what was missed while containerd's events were not read).",
+		}, []string{"channel"}),
 		methods: map[string]*series{},
+	}
+	for _, c := range SideChannels {
+		r.dropped.WithLabelValues(c)
 	}
 	// every series from the start, at 0: alerts on a rate see the first drop
 	r.events.WithLabelValues(events.ResultSent, events.ReasonNone)
@@ -98,7 +107,7 @@ func New(version string) *Recorder {
 		Namespace: namespace, Name: "build_info", Help: "Always 1; the labels say which build runs.",
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	r.reg.MustRegister(r.requests, r.duration, r.targeting, r.path, r.events, build,
+	r.reg.MustRegister(r.requests, r.duration, r.targeting, r.path, r.events, r.dropped, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
@@ -133,6 +142,15 @@ func (r *Recorder) Targeting(namespace, stage, result, reason string) {
 // Event counts one Event on a pod: sent, or dropped and why (package events).
 func (r *Recorder) Event(result, reason string) {
 	r.events.WithLabelValues(result, reason).Inc()
+}
+
+// SideChannels are the side queue's channels (server's), each counted from
+// the start.
+var SideChannels = []string{"verify", "exit", "scan"}
+
+// Dropped counts one check dropped from the side queue's channel.
+func (r *Recorder) Dropped(channel string) {
+	r.dropped.WithLabelValues(channel).Inc()
 }
 
 // TargetingPath shows via ("nri" or "update") as the path in use.

@@ -26,3 +26,6 @@ func HasInit(string) (bool, error) { return false, errUnsupported }
 
 // CanJoin is not supported off Linux.
 func CanJoin(*Handle, string) (bool, error) { return false, errUnsupported }
+
+// Of is not supported off Linux.
+func Of(int, []Kind) (map[Kind]ID, error) { return nil, errUnsupported }

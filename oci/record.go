@@ -32,6 +32,20 @@ type Record struct {
 	// CreateContainer, through its NRI) or "update" (through its API after
 	// CreateContainer).
 	Via string `json:"via,omitempty"`
+	// RuntimeHandler is the pod's runtime handler (its RuntimeClass's), by
+	// containerd's name for it, when the shim knows it.
+	RuntimeHandler string `json:"runtimeHandler,omitempty"`
+	// TargetExited is set once the shim has said (an Event on the pod) that
+	// the target's process, the init of the PID namespace this container
+	// joined, exited and the kernel killed this container with it; nil
+	// until then.
+	TargetExited *TargetExit `json:"targetExited,omitempty"`
+}
+
+// TargetExit is the exit of the target that took a container with it.
+type TargetExit struct {
+	ExitCode int32  `json:"exitCode"`
+	At       string `json:"at"` // RFC 3339, as containerd recorded it
 }
 
 // Pod is a pod sandbox's metadata as its client gave it.
@@ -68,6 +82,37 @@ type NamespaceRecord struct {
 	ShmReason string `json:"shmReason,omitempty"`
 	// PodShm is the /dev/shm source the backend chose, restored on fallback.
 	PodShm string `json:"podShm,omitempty"`
+
+	// Verify is what the shim saw once the container had started (stage
+	// "verify"): whether its init process is in the namespace its spec was
+	// pointed at. Nil before, and for a namespace that fell back.
+	Verify *Verification `json:"verify,omitempty"`
+}
+
+// Results of a verification.
+const (
+	// Joined: the container's init process is in the target's namespace.
+	Joined = "joined"
+	// NotJoined: it is in another namespace: the runtime did not join the
+	// path its spec names.
+	NotJoined = "not_joined"
+	// Unverified: it could not be seen (its process is not visible on the
+	// host, or exited first); Reason says why.
+	Unverified = "unverified"
+)
+
+// Verification is what the shim saw of one namespace of a started
+// container.
+type Verification struct {
+	Result     string `json:"result"` // Joined, NotJoined or Unverified
+	Stage      string `json:"stage"`  // "verify"
+	Reason     string `json:"reason,omitempty"`
+	ReasonKind string `json:"reasonKind,omitempty"`
+	// Inode is the namespace the container's init process was seen in
+	// (what `readlink /proc/self/ns/KIND` prints inside it); 0 when unseen.
+	Inode uint64 `json:"inode,omitempty"`
+	// Stopped: strict targeting stopped the container, which did not join.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // ShmPod in NamespaceRecord.Shm: the target's /dev/shm is the pod's.

@@ -28,6 +28,7 @@ func (t *targeter) removeContainer(ctx context.Context, raw []byte, fwd forwardF
 		return nil, err
 	}
 	if id != "" {
+		t.exits.forget(id)
 		if rerr := t.pins.Release(id); rerr != nil {
 			t.log.WithError(rerr).WithField("container", id).Warn("release pins; retried when the shim next starts")
 		}

@@ -20,7 +20,9 @@ import (
 // the namespace can still be joined before the request goes to the backend
 // unchanged. A PID namespace whose init has exited cannot take new processes:
 // runc would fail with a cryptic error, so the shim falls back to the pod's
-// namespace (or, strict, fails and removes the container).
+// namespace (or, strict, fails and removes the container). Once the backend
+// has started a container with pins, the check that it joined them is
+// queued (verifier): it runs after the answer, never before.
 func (t *targeter) startContainer(ctx context.Context, raw []byte, fwd forwardFunc) ([]byte, error) {
 	cid, err := criwire.ContainerID(raw)
 	if err != nil {
@@ -31,8 +33,20 @@ func (t *targeter) startContainer(ctx context.Context, raw []byte, fwd forwardFu
 	if err != nil {
 		return nil, err
 	}
+	if id == "" {
+		return fwd(ctx, raw)
+	}
+	out, err := t.startPinned(ctx, id, raw, fwd)
+	if err == nil {
+		t.verify.started(id)
+	}
+	return out, err
+}
+
+// startPinned is the start of container id, which has pins.
+func (t *targeter) startPinned(ctx context.Context, id string, raw []byte, fwd forwardFunc) ([]byte, error) {
 	path, pinned := t.pins.Path(id, namespaces.PID)
-	if id == "" || !pinned {
+	if !pinned {
 		return fwd(ctx, raw)
 	}
 	if live, err := t.hasInit(path); err != nil || !live {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	containers "github.com/containerd/containerd/api/services/containers/v1"
 	tasks "github.com/containerd/containerd/api/services/tasks/v1"
@@ -62,6 +63,29 @@ func (c containerdAPI) TaskPID(ctx context.Context, id string) (uint32, error) {
 		return 0, fmt.Errorf("containerd task of %q: %w", id, taskStatusError{st})
 	}
 	return resp.GetProcess().GetPid(), nil
+}
+
+// taskState is containerd's word on a container's task at one moment: its
+// init process's pid and status, and when it exited (STOPPED).
+type taskState struct {
+	pid      uint32
+	status   task.Status
+	exitedAt time.Time
+}
+
+// TaskState reads the state of container id's task: containerd asks the
+// task's shim. A container without a task is NotFound.
+func (c containerdAPI) TaskState(ctx context.Context, id string) (taskState, error) {
+	resp, err := c.tasks.Get(c.withNamespace(ctx), &tasks.GetRequest{ContainerID: id})
+	if err != nil {
+		return taskState{}, fmt.Errorf("containerd task of %q: %w", id, err)
+	}
+	p := resp.GetProcess()
+	st := taskState{pid: p.GetPid(), status: p.GetStatus()}
+	if p.GetStatus() == task.Status_STOPPED && p.GetExitedAt() != nil {
+		st.exitedAt = p.GetExitedAt().AsTime()
+	}
+	return st, nil
 }
 
 // errNotCRIContainer: containerd has no CRI container (kind "container")

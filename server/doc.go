@@ -52,6 +52,26 @@
 //	target_render.go   a decision as spec options, or as an NRI adjustment
 //	report.go          the log lines, the targeting metric, the Events
 //
+// After the answers, away from any call (side channels: bounded, never
+// waited for), each a file of its own behind a narrow interface:
+//
+//	side.go            the side queue: one goroutine, a bounded queue, drops
+//	                   counted by channel
+//	containerd_events.go  containerd's task events (create, exit) from its
+//	                   event service, resubscribed after each failure
+//	target_verify.go   the check after a start (verifier): the container's
+//	                   init read through a pidfd at its task's creation (or
+//	                   after the start), confirmed with containerd, compared
+//	                   with the pins; judge is pure, and fails closed
+//	target_exit.go     the exit watch: the debuggers a target's exit took
+//	                   with it (TargetExited), and catchUp, what was missed
+//	                   while containerd's events were not read
+//	runtime_handlers.go  the pods' runtime handlers (RunPodSandbox,
+//	                   sandbox_run.go; rebuilt from the backend) and which
+//	                   cannot join namespace paths: configured, containerd's
+//	                   runtime type, or seen by the check; resolve asks it
+//	                   (cannotJoin) before it opens anything
+//
 // and besides:
 //
 //	server.go          the grpc.Server: options and bounds, method
@@ -64,7 +84,8 @@
 //	health.go          grpc.health.v1 on the CRI socket
 //	socket.go          the CRI socket: stale socket, mode, group
 //	targeter.go        the targeter: the hooks' dependencies, small interfaces
-//	container_start.go, container_remove.go, sandbox_remove.go  the other hooks
+//	container_start.go, container_remove.go, sandbox_remove.go, sandbox_run.go
+//	                   the other hooks
 //	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), wiring
 //	containerd.go      containerd's own API: a CRI container with its task's
 //	                   pid, task pids, stored specs
@@ -73,8 +94,11 @@
 //	                   fallback reasons
 //
 // Who owns what. Server.life is the server's lifetime: Shutdown ends it,
-// and with it the proxy's streams, the reconciler's loop and the NRI
-// connection, each handed it. A create's state has one writer at a time,
+// and with it the proxy's streams, the reconciler's loop, the NRI
+// connection, the side queue's goroutine and the reader of containerd's
+// events, each handed it (Shutdown waits for the last two). The side
+// queue's jobs run one at a time, so that no two of them edit a
+// container's record at once. A create's state has one writer at a time,
 // each for its lifetime: the preparation writes the target once, before it
 // is done, and everyone after only reads it; the decision and the pins are
 // the create's handler's, except while its NRI event is being answered
@@ -91,6 +115,10 @@
 //
 //	reconciler.mu       one reconcile at a time (reconcile.go); taken before flights.mu
 //	flights.mu          the ids in flight (records, pins), and the reconciler loop (a leaf)
+//	verifier.mu         the reads at tasks' creation, until their check (a leaf)
+//	exitWatch.mu        who joined which target, and their exits (a leaf)
+//	handlers.mu         the pods' runtime handlers and what is known of each (a leaf)
+//	sideQueue.mu        when each channel's drops were last logged (a leaf)
 //	nriplugin's locks   its own (a leaf each; see its doc.go)
 //
 // No lock is held across a call to the backend. Besides these, what calls

@@ -72,7 +72,7 @@ func checkPassthrough(t *testing.T, b *fakeBackend, conn *grpc.ClientConn) {
 	})
 
 	t.Run("unimplemented stays unimplemented", func(t *testing.T) {
-		_, err := rt.Status(context.Background(), &runtimeapi.StatusRequest{})
+		_, err := rt.ReopenContainerLog(context.Background(), &runtimeapi.ReopenContainerLogRequest{ContainerId: "c"})
 		if status.Code(err) != codes.Unimplemented {
 			t.Errorf("code = %v, want Unimplemented", status.Code(err))
 		}

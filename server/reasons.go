@@ -43,6 +43,28 @@ const (
 	// Another NRI plugin sets the same namespace of the container: NRI lets
 	// only one plugin adjust a field, and the other keeps it.
 	reasonNRIConflict reasonKind = "nri_conflict"
+	// The pod's runtime handler does not join the namespace paths a spec
+	// names (a VM or user-space-kernel runtime): the configuration says
+	// so, containerd's runtime type, or what verification saw of it.
+	reasonRuntimeCannotJoin reasonKind = "runtime_cannot_join"
+
+	// What verification (stage verify) saw, besides reasonNone for joined
+	// and the reasons above that apply (containerd_unavailable,
+	// namespace_open_failed, pin_failed):
+	//
+	// The container's init process is in another namespace than the one
+	// its spec names: the runtime did not join the path.
+	reasonNotJoined reasonKind = "runtime_not_joined"
+	// The container's task has no process the host can see as its init
+	// (pid 0, or a process of the host's PID namespace: a VM runtime's).
+	reasonNotVisible reasonKind = "process_not_visible"
+	// The container exited before its namespaces could be read, or its
+	// task was gone before containerd could confirm what was read.
+	reasonExitedUnread reasonKind = "exited_unobserved"
+	// containerd's word on the task does not match the process read (its
+	// pid, or an exit recorded before the read): it may have been another
+	// process, so nothing is concluded.
+	reasonPIDChanged reasonKind = "pid_changed"
 )
 
 // Results of targeting, as the metric labels them: oci.Targeted and

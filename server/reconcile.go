@@ -289,6 +289,9 @@ func (r *reconciler) reconcileSoon() {
 // When that fails (containerd down), it is retried in the background until
 // it succeeds; the error says why the first attempt did not.
 func (s *Server) Reconcile(ctx context.Context) error {
+	if err := s.target.handlers.rebuild(ctx); err != nil {
+		s.log.WithError(err).Warn("the pods' runtime handlers: learnt again as TARGET creates need them")
+	}
 	err := s.target.recon.reconcile(ctx)
 	if err != nil {
 		s.target.recon.reconcileSoon()

@@ -20,6 +20,9 @@ type reporter struct {
 	log     *logrus.Entry
 	metrics Metrics   // nil: none
 	events  EventSink // nil: none
+	// watch is told of each container pinned in a target's PID namespace
+	// (exitWatch.watch); nil: none.
+	watch func(target, id string)
 }
 
 // EventSink takes the Events the shim has for pods. Post never blocks
@@ -45,6 +48,9 @@ func (r reporter) outcome(id, via string, d decision) {
 			log.WithFields(logrus.Fields{"namespace": kind, "inode": ns.Inode, "pin": ns.Path}).Info("container joins the target's namespace")
 		}
 	}
+	if ns := d.rec.Namespaces[string(namespaces.PID)]; ns.Result == oci.Targeted && r.watch != nil {
+		r.watch(d.rec.Target, id)
+	}
 	r.event(d.name, "create", d.rec)
 }
 
@@ -66,23 +72,39 @@ func (r reporter) event(name, stage string, rec oci.Record) {
 	if r.events == nil {
 		return
 	}
-	if e, ok := targetingEvent(name, stage, rec); ok {
+	r.eventOf(targetingEvent(name, stage, rec))
+}
+
+// eventOf posts e, if ok.
+func (r reporter) eventOf(e events.Event, ok bool) {
+	if r.events != nil && ok {
 		r.events.Post(e)
 	}
 }
 
 // Reasons of the shim's Events, CamelCase as the kubelet's.
 const (
-	// Every namespace asked for was joined.
+	// Every namespace the container was pointed at was seen joined once it
+	// had started (verify).
 	eventTargeted = "Targeted"
-	// Some namespace asked for runs in the pod's instead.
+	// Some namespace asked for runs in the pod's instead (create, start).
 	eventFallback = "TargetingFallback"
+	// The container started outside a namespace its spec was pointed at:
+	// its runtime did not join the path (verify).
+	eventNotJoined = "TargetNotJoined"
+	// Whether the container joined could not be seen (verify).
+	eventNotVerified = "TargetNotVerified"
+	// The target's process, the init of the PID namespace the container
+	// joined, exited, and the kernel killed the container with it.
+	eventTargetExited = "TargetExited"
 )
 
 // targetingEvent is the Event on the pod of container name for what rec
 // says targeting decided at stage ("create": every namespace; "start": those
-// that fell back then). It names containers by name, never by id; there is
-// none for a request without a target or a pod.
+// that fell back then): a Warning when some namespace falls back, none when
+// every namespace asked for is pointed at the target's (what joins is said
+// once it is seen, after the start: verifiedEvent). It names containers by
+// name, never by id; there is none for a request without a target or a pod.
 func targetingEvent(name, stage string, rec oci.Record) (events.Event, bool) {
 	if rec.Pod == nil || rec.Target == "" || name == "" {
 		return events.Event{}, false
@@ -97,24 +119,18 @@ func targetingEvent(name, stage string, rec oci.Record) (events.Event, bool) {
 			joined = append(joined, kind)
 		case stage == "create" || r.Stage == stage:
 			fell = append(fell, kind)
-			whys = append(whys, fmt.Sprintf("%s (%s)", inWords(reasonKind(r.ReasonKind), r.Stage, target, name), r.ReasonKind))
+			whys = append(whys, fmt.Sprintf("%s (%s)", inWordsFor(reasonKind(r.ReasonKind), r.Stage, target, name, rec.RuntimeHandler), r.ReasonKind))
 		}
 	}
 	e := events.Event{Pod: events.Pod{Namespace: rec.Pod.Namespace, Name: rec.Pod.Name, UID: rec.Pod.UID}, Container: name}
 	if len(fell) == 0 {
-		if stage != "create" || len(joined) == 0 {
-			return events.Event{}, false
-		}
-		e.Reason = eventTargeted
-		e.Message = fmt.Sprintf("Container %s joined the %s of %s (pinned by cri-nstarget): %s.",
-			name, nsList(joined), ref, strings.Join(sees(joined, target), ", and "))
-		return e, true
+		return events.Event{}, false
 	}
 	e.Reason, e.Warning = eventFallback, true
 	var b strings.Builder
 	fmt.Fprintf(&b, "Container %s ", name)
 	if len(joined) > 0 && stage == "create" {
-		fmt.Fprintf(&b, "joined the %s of %s (pinned by cri-nstarget), but ", nsList(joined), ref)
+		fmt.Fprintf(&b, "is pointed at the %s of %s (pinned by cri-nstarget; checked once it starts), but ", nsList(joined), ref)
 	}
 	verb := "runs"
 	if stage == "start" {
@@ -178,7 +194,16 @@ func upper(s string) string {
 // namespace of target at stage: with names, never ids (the record's reason,
 // in crictl inspect and the shim's log, has the detail).
 func inWords(why reasonKind, stage, target, name string) string {
+	return inWordsFor(why, stage, target, name, "")
+}
+
+// inWordsFor is inWords in a pod whose runtime handler is handler ("": not
+// known).
+func inWordsFor(why reasonKind, stage, target, name, handler string) string {
 	switch why {
+	case reasonRuntimeCannotJoin:
+		return handlerWords(handler) + " does not join namespace paths (VM and user-space-kernel runtimes run the pod in a kernel of their own), so " +
+			name + " cannot join " + target + "'s"
 	case reasonTargetNotRunning:
 		return target + " is not running"
 	case reasonNamespaceGone:
@@ -251,4 +276,128 @@ func (r reporter) steps(id, via string, answer time.Duration, w *stopwatch) {
 	w.laps["answer_us"] = answer.Microseconds()
 	w.laps["total_us"] = time.Since(w.start).Microseconds()
 	r.log.WithFields(w.laps).WithFields(logrus.Fields{"container": id, "via": via}).Debug("create steps")
+}
+
+// handlerWords names the pod's runtime handler h ("": not known).
+func handlerWords(h string) string {
+	if h == "" {
+		return "the pod's runtime handler"
+	}
+	return "the pod's runtime handler " + h
+}
+
+// verifiedEvent is the Event on the pod for what the check after the start
+// saw (c): Normal Targeted when every namespace checked was joined, Warning
+// TargetNotJoined when some was not (its runtime ignored the path), Warning
+// TargetNotVerified when some could not be seen. Names, never ids; the
+// namespaces as `readlink /proc/self/ns/KIND` prints them inside.
+func verifiedEvent(c checked) (events.Event, bool) {
+	rec := c.rec
+	if rec.Pod == nil || rec.Target == "" || len(c.vs) == 0 {
+		return events.Event{}, false
+	}
+	target, ref := targetNames(rec.TargetName)
+	e := events.Event{Pod: events.Pod{Namespace: rec.Pod.Namespace, Name: rec.Pod.Name, UID: rec.Pod.UID}, Container: c.name}
+	joined, notJoined, unverified := c.kinds(oci.Joined), c.kinds(oci.NotJoined), c.kinds(oci.Unverified)
+	seen := func(kinds []string) string {
+		var out []string
+		for _, k := range kinds {
+			out = append(out, fmt.Sprintf("%s:[%d]", k, c.vs[k].Inode))
+		}
+		return strings.Join(out, " and ")
+	}
+	var b strings.Builder
+	switch {
+	case len(notJoined) > 0:
+		e.Reason, e.Warning = eventNotJoined, true
+		var pinned []string
+		for _, k := range notJoined {
+			pinned = append(pinned, fmt.Sprintf("%s:[%d]", k, rec.Namespaces[k].Inode))
+		}
+		fmt.Fprintf(&b, "Container %s was pointed at the %s of %s, but its init process is in %s, not in %s's %s: %s did not join the namespace path "+
+			"(VM and user-space-kernel runtimes run the pod in a kernel of their own). %s. ",
+			c.name, nsList(notJoined), ref, seen(notJoined), target, strings.Join(pinned, " and "), handlerWords(rec.RuntimeHandler),
+			upper(strings.Join(seesNot(notJoined, target), ", and ")))
+		if rec.RuntimeHandler != "" {
+			fmt.Fprintf(&b, "cri-nstarget falls back before create for runtime handler %s from now on; ", rec.RuntimeHandler)
+		}
+		b.WriteString("to debug " + target + " from inside its namespaces, use a runtime handler that joins namespace paths (runc).")
+		switch {
+		case c.stopped:
+			fmt.Fprintf(&b, " Strict targeting stopped %s: its start had already been answered.", c.name)
+		case c.stopErr != nil:
+			fmt.Fprintf(&b, " Strict targeting could not stop %s: %v.", c.name, c.stopErr)
+		}
+	case len(unverified) > 0:
+		e.Reason, e.Warning = eventNotVerified, true
+		v := c.vs[unverified[0]]
+		fmt.Fprintf(&b, "cri-nstarget could not verify that container %s joined the %s of %s: %s (%s). ",
+			c.name, nsList(unverified), ref, verifyWords(reasonKind(v.ReasonKind), c.name), v.ReasonKind)
+		if len(joined) > 0 {
+			fmt.Fprintf(&b, "It did join the %s (%s). ", nsList(joined), seen(joined))
+		}
+		fmt.Fprintf(&b, "Inside %s, `readlink /proc/self/ns/%s` says which it is in.", c.name, unverified[0])
+	default:
+		e.Reason = eventTargeted
+		pl := "it"
+		if len(joined) > 1 {
+			pl = "them"
+		}
+		fmt.Fprintf(&b, "Container %s joined the %s of %s, verified after it started: its init process is in %s (`readlink /proc/self/ns/%s` prints %s inside it), pinned by cri-nstarget; %s.",
+			c.name, nsList(joined), ref, seen(joined), strings.Join(joined, "` and `/proc/self/ns/"), pl, strings.Join(sees(joined, target), ", and "))
+	}
+	e.Message = b.String()
+	return e, true
+}
+
+// seesNot says what not joining kinds of target's namespaces leaves.
+func seesNot(kinds []string, target string) []string {
+	var out []string
+	for _, k := range kinds {
+		switch k {
+		case string(namespaces.PID):
+			out = append(out, "it does not see "+target+"'s processes")
+		case string(namespaces.IPC):
+			out = append(out, "it does not share "+target+"'s IPC")
+		}
+	}
+	return out
+}
+
+// verifyWords says, for an operator, why a check could not see whether
+// container name joined.
+func verifyWords(why reasonKind, name string) string {
+	switch why {
+	case reasonNotVisible:
+		return "its runtime shows no process of " + name + " on the host (VM and user-space-kernel runtimes run containers in a kernel of their own)"
+	case reasonExitedUnread:
+		return name + " had exited before cri-nstarget could look"
+	case reasonPIDChanged:
+		return "containerd's word on " + name + "'s process did not match the process cri-nstarget read, which may have been another"
+	case reasonContainerdUnavailable:
+		return "containerd's API did not answer cri-nstarget"
+	case reasonPinFailed:
+		return "cri-nstarget could not read its pin of the target's namespace"
+	}
+	return "cri-nstarget could not read " + name + "'s namespaces"
+}
+
+// targetExitedEvent is the Warning on the pod of container name, which
+// joined its target's PID namespace (rec), when the target's process, that
+// namespace's init, exited (status) and the kernel killed name with it.
+func targetExitedEvent(name string, rec oci.Record, status uint32) (events.Event, bool) {
+	if rec.Pod == nil || rec.Target == "" || name == "" {
+		return events.Event{}, false
+	}
+	target, ref := targetNames(rec.TargetName)
+	exit := fmt.Sprintf("exit code %d", status)
+	if status > 128 {
+		exit += fmt.Sprintf(", signal %d", status-128)
+	}
+	return events.Event{
+		Pod: events.Pod{Namespace: rec.Pod.Namespace, Name: rec.Pod.Name, UID: rec.Pod.UID}, Container: name, Warning: true, Reason: eventTargetExited,
+		Message: fmt.Sprintf("%s exited (%s), and the kernel killed container %s with it: %s ran in %s's pid namespace, and when a PID namespace's init "+
+			"(here %s's process) exits, every other process in it is killed. That is why %s ended with exit code 137.",
+			upper(ref), exit, name, name, target, target, name),
+	}, true
 }

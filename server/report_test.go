@@ -46,10 +46,11 @@ func TestCreateStepsLogged(t *testing.T) {
 	})
 }
 
-// What the Event on the pod says, from the targeting record alone: Normal
-// when every namespace asked for was joined, a Warning naming the
-// namespaces, the reason kind and the reason in words otherwise; containers
-// by name, never by id.
+// What the Event on the pod says at create and start, from the targeting
+// record alone: nothing when every namespace asked for is pointed at the
+// target's (what joins is said once seen, after the start: verifiedEvent),
+// a Warning naming the namespaces, the reason kind and the reason in words
+// otherwise; containers by name, never by id.
 func TestTargetingEvent(t *testing.T) {
 	targeted := oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Path: "/run/cri-nstarget/pins/0123abcd/pid"}
 	fell := func(stage string, why reasonKind) oci.NamespaceRecord {
@@ -80,14 +81,12 @@ func TestTargetingEvent(t *testing.T) {
 		reason  string
 		message string // "": no event
 	}{
-		{"pid joined", "create", rec(ptr(targeted), nil), false, "Targeted",
-			"Container dbg joined the pid namespace of target container app (pinned by cri-nstarget): it sees app's processes."},
-		{"pid and ipc joined", "create", rec(ptr(targeted), ptr(targeted)), false, "Targeted",
-			"Container dbg joined the pid and ipc namespaces of target container app (pinned by cri-nstarget): it sees app's processes, and it shares app's IPC."},
+		{"pid pointed at the target's", "create", rec(ptr(targeted), nil), false, "", ""},
+		{"pid and ipc pointed at the target's", "create", rec(ptr(targeted), ptr(targeted)), false, "", ""},
 		{"the target exited", "create", rec(ptr(fell("create", reasonTargetNotRunning)), nil), true, "TargetingFallback",
 			"Container dbg runs in the pod's pid namespace, not in target container app's: app is not running (target_not_running). It sees the pod's processes, not app's."},
 		{"pid joined, ipc refused by the kernel", "create", rec(ptr(targeted), ptr(fell("create", reasonUsernsRefused))), true, "TargetingFallback",
-			"Container dbg joined the pid namespace of target container app (pinned by cri-nstarget), but runs in the pod's ipc namespace, not in target container app's: " +
+			"Container dbg is pointed at the pid namespace of target container app (pinned by cri-nstarget; checked once it starts), but runs in the pod's ipc namespace, not in target container app's: " +
 				"dbg's user namespace may not join app's namespace (the kernel refuses it) (userns_refused). It shares the pod's IPC, not app's."},
 		{"both fell back, one reason", "create", rec(ptr(fell("create", reasonContainerdUnavailable)), ptr(fell("create", reasonContainerdUnavailable))), true, "TargetingFallback",
 			"Container dbg runs in the pod's pid and ipc namespaces, not in target container app's: containerd's API did not answer cri-nstarget (containerd_unavailable). " +
@@ -123,10 +122,11 @@ func TestTargetingEvent(t *testing.T) {
 	}
 }
 
-// Each TARGET create posts one Event on its pod, after the outcome is
-// decided, on both paths; a strict refusal posts none (the kubelet has its
-// own Failed event with the refusal), and neither does a create whose
-// client named no pod.
+// A TARGET create that falls back posts one Warning on its pod, after the
+// outcome is decided, on both paths; one pointed at the target's namespaces
+// posts none at create (what it joined is said after its start, once
+// seen); a strict refusal posts none (the kubelet has its own Failed event
+// with the refusal), and neither does a create whose client named no pod.
 func TestCreatePostsEvent(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
 		for _, tc := range []struct {
@@ -137,7 +137,7 @@ func TestCreatePostsEvent(t *testing.T) {
 			warning bool
 			n       int
 		}{
-			{"running target", false, runtimeapi.ContainerState_CONTAINER_RUNNING, true, false, 1},
+			{"running target", false, runtimeapi.ContainerState_CONTAINER_RUNNING, true, false, 0},
 			{"exited target", false, runtimeapi.ContainerState_CONTAINER_EXITED, true, true, 1},
 			{"exited target, strict", true, runtimeapi.ContainerState_CONTAINER_EXITED, true, false, 0},
 			{"no pod metadata", false, runtimeapi.ContainerState_CONTAINER_RUNNING, false, false, 0},
@@ -198,9 +198,9 @@ func TestStartPostsEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.posted()
-	if len(got) != 2 || got[0].Warning || !got[1].Warning || got[1].Reason != eventFallback ||
-		!strings.Contains(got[1].Message, "starts in the pod's pid namespace") || !strings.Contains(got[1].Message, "namespace_gone") || got[1].Container != "debugger" {
-		t.Errorf("posted %+v; want the create's Normal event, then a Warning at start", got)
+	if len(got) != 1 || !got[0].Warning || got[0].Reason != eventFallback ||
+		!strings.Contains(got[0].Message, "starts in the pod's pid namespace") || !strings.Contains(got[0].Message, "namespace_gone") || got[0].Container != "debugger" {
+		t.Errorf("posted %+v; want one Warning at start", got)
 	}
 }
 

@@ -375,6 +375,14 @@ type fakeBackend struct {
 	startIn chan struct{} // ...after telling this one it is in
 	// onRemovePod, when set, is called by RemovePodSandbox before it removes
 	onRemovePod func()
+	// statuses answer ContainerStatus for these containers (the others:
+	// NotFound); handlers are the pods' runtime handlers (RunPodSandbox,
+	// ListPodSandbox, PodSandboxStatus); stopped the StopContainer calls;
+	// config is what a verbose Status says of containerd's config.
+	statuses map[string]*runtimeapi.ContainerStatus
+	handlers map[string]string
+	stopped  []string
+	config   string
 }
 
 // recordingCodec is the fake backend's codec: it keeps each
@@ -423,6 +431,12 @@ func (b *fakeBackend) Version(ctx context.Context, _ *runtimeapi.VersionRequest)
 
 func (b *fakeBackend) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
 	b.record(ctx)
+	b.mu.Lock()
+	cs, ok := b.statuses[req.GetContainerId()]
+	b.mu.Unlock()
+	if ok {
+		return &runtimeapi.ContainerStatusResponse{Status: cs}, nil
+	}
 	st, _ := status.New(codes.NotFound, "no such container "+req.GetContainerId()).
 		WithDetails(&runtimeapi.ContainerStatusRequest{ContainerId: "detail"})
 	return nil, st.Err()
@@ -457,7 +471,7 @@ func (b *fakeBackend) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodS
 		id := c.GetPodSandboxId()
 		if !seen[id] && strings.HasPrefix(id, req.GetFilter().GetId()) {
 			seen[id] = true
-			out = append(out, &runtimeapi.PodSandbox{Id: id})
+			out = append(out, &runtimeapi.PodSandbox{Id: id, RuntimeHandler: b.handlers[id]})
 		}
 	}
 	if len(out) > 1 && req.GetFilter().GetId() != "" {
@@ -540,6 +554,59 @@ func (b *fakeBackend) RemovePodSandbox(_ context.Context, req *runtimeapi.Remove
 	}
 	b.containers = kept
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+// RunPodSandbox makes a pod sandbox, whose id is its name.
+func (b *fakeBackend) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	b.count("RunPodSandbox")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := req.GetConfig().GetMetadata().GetName()
+	if b.handlers == nil {
+		b.handlers = map[string]string{}
+	}
+	b.handlers[id] = req.GetRuntimeHandler()
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+func (b *fakeBackend) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	b.count("PodSandboxStatus")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h, ok := b.handlers[req.GetPodSandboxId()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "pod sandbox %q", req.GetPodSandboxId())
+	}
+	return &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{Id: req.GetPodSandboxId(), RuntimeHandler: h}}, nil
+}
+
+func (b *fakeBackend) Status(_ context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	b.count("Status")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{}}
+	if req.GetVerbose() && b.config != "" {
+		resp.Info = map[string]string{"config": b.config}
+	}
+	return resp, nil
+}
+
+func (b *fakeBackend) StopContainer(_ context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopped = append(b.stopped, req.GetContainerId())
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// setStatus makes ContainerStatus of id answer st.
+func (b *fakeBackend) setStatus(id string, st *runtimeapi.ContainerStatus) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.statuses == nil {
+		b.statuses = map[string]*runtimeapi.ContainerStatus{}
+	}
+	st.Id = id
+	b.statuses[id] = st
 }
 
 func (b *fakeBackend) GetContainerEvents(_ *runtimeapi.GetEventsRequest, ss runtimeapi.RuntimeService_GetContainerEventsServer) error {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+
+	"github.com/cri-nstarget/cri-nstarget/criwire"
 )
 
 // removePodSandbox forwards the request unchanged and then releases the pins
@@ -22,6 +24,9 @@ func (t *targeter) removePodSandbox(ctx context.Context, raw []byte, fwd forward
 	}()
 	if err != nil {
 		return nil, err
+	}
+	if id, err := criwire.SandboxID(raw); err == nil {
+		t.handlers.removed(id)
 	}
 	if err := t.recon.releaseStale(ctx); err != nil {
 		t.log.WithError(err).Warn("release pins after RemovePodSandbox; retried when the shim next starts")

@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -69,6 +70,10 @@ type Options struct {
 	// Events takes the Events on pods that say whether a container joined
 	// its target (package events); nil: none.
 	Events EventSink
+	// HandlersWithoutJoin lists the runtime handlers whose runtime does not
+	// join namespace paths, comma-separated; HandlersAuto among them adds
+	// those whose containerd runtime type is not runc's.
+	HandlersWithoutJoin string
 }
 
 // Server is the CRI proxy: one grpc.Server whose every CRI method forwards
@@ -91,6 +96,9 @@ type Server struct {
 	// the NRI connection, each of which is handed life.
 	life context.Context
 	stop context.CancelFunc
+	// bg are the goroutines that live as long as life: the side queue's and
+	// the reader of containerd's events. Shutdown waits for them.
+	bg sync.WaitGroup
 }
 
 // New builds a Server from opts. With TargetingVia other than ViaUpdate it
@@ -104,11 +112,48 @@ func New(opts Options) *Server {
 		opts.Strict, opts.Log, opts.Metrics)
 	s.target.lookup = api
 	s.target.report.events = opts.Events
+	s.target.handlers = newHandlers(s.target.cri, s.log, opts.HandlersWithoutJoin, filepath.Join(opts.StateDir, "runtime-handlers.json"))
+	s.checkAfterStart(api, newTaskEvents(opts.Containerd, opts.ContainerdNamespace, s.log))
 	if opts.TargetingVia != ViaUpdate {
 		s.useNRI(opts.NRISocket, opts.TargetingVia == ViaNRI)
 	}
 	return s
 }
+
+// checkAfterStart starts what the shim does after its answers: the side
+// queue's goroutine, the check after each start of a pinned container
+// (states: containerd's word on a task), and the reader of containerd's
+// task events (events), which feeds both the check and the exit watch.
+// Shutdown ends them.
+func (s *Server) checkAfterStart(states taskStates, events *taskEvents) {
+	t := s.target
+	host, err := namespaces.Stat("/proc/self/ns/pid")
+	if err != nil {
+		s.log.WithError(err).Warn("read the shim's own PID namespace: a VM runtime's process on the host cannot be told from a container's")
+	}
+	t.verify = &verifier{t: t, side: t.exits.side, states: states, of: namespaces.Of, host: host,
+		subscribed: events.up.Load, reads: map[string]*taskRead{}}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		events.run(s.life, sideEvents{t})
+	}()
+}
+
+// sideEvents hands containerd's task events to the check after a start and
+// to the exit watch.
+type sideEvents struct{ t *targeter }
+
+func (e sideEvents) taskCreated(id string, pid uint32) { e.t.verify.taskCreated(id, pid) }
+
+func (e sideEvents) taskExited(x taskExit) {
+	e.t.verify.taskExited(x)
+	e.t.exits.taskExited(x)
+}
+
+// subscribed looks for what was missed a moment later: containerd
+// registers a subscription once the call has reached it.
+func (e sideEvents) subscribed() { e.t.exits.side.later(time.Second, chanScan, e.t.catchUp) }
 
 // WaitTargetingPath waits, up to ctx, for the first attempt to connect to
 // containerd's NRI (if the server uses it), so that the first creates served
@@ -141,6 +186,11 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 	}
 	life, stop := context.WithCancel(context.Background())
 	recon := newReconciler(life, cri, pins, records, log)
+	var dropped func(string)
+	if d, ok := m.(dropRecorder); ok {
+		dropped = d.Dropped
+	}
+	side := newSideQueue(life, log, dropped)
 	t := &targeter{
 		recon:   recon,
 		report:  reporter{log: log, metrics: m},
@@ -163,6 +213,7 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		life:    life,
 		stop:    stop,
 		hooks: map[string]hook{
+			"/runtime.v1.RuntimeService/RunPodSandbox":    t.runPodSandbox,
 			"/runtime.v1.RuntimeService/CreateContainer":  t.createContainer,
 			"/runtime.v1.RuntimeService/StartContainer":   t.startContainer,
 			"/runtime.v1.RuntimeService/RemoveContainer":  t.removeContainer,
@@ -182,9 +233,21 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		// stack of) one per call
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}, grpcOpts...)...)
+	t.exits = newExitWatch(t, side)
+	t.report.watch = t.exits.watch
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		side.run()
+	}()
 	s.registerCRI()
 	s.registerHealth()
 	return s
+}
+
+// dropRecorder is a Metrics that counts what the side queue dropped.
+type dropRecorder interface {
+	Dropped(channel string)
 }
 
 // registerCRI registers the RuntimeService and ImageService as cri-api
@@ -257,6 +320,18 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		s.log.Warn("shutdown: calls still in flight at the deadline; closing their connections")
 		s.grpc.Stop()
+	}
+	// the side queue and the event reader end with life, each after the
+	// call it makes (bounded by its own timeout)
+	ended := make(chan struct{})
+	go func() {
+		s.bg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		s.log.Warn("shutdown: a check after an answer is still running at the deadline")
 	}
 }
 

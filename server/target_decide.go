@@ -37,7 +37,8 @@ type failure struct {
 // target was opened is targeted; each unknown mode, and each namespace
 // whose target could not be opened, falls back.
 func decisionFor(req criwire.Create, p *plan, tg *target) decision {
-	d := decision{name: req.Name, rec: oci.Record{Target: tg.id, TargetName: tg.name, Pod: podOf(req.Pod), Namespaces: map[string]oci.NamespaceRecord{}}}
+	d := decision{name: req.Name, rec: oci.Record{Target: tg.id, TargetName: tg.name, Pod: podOf(req.Pod), RuntimeHandler: tg.handler,
+		Namespaces: map[string]oci.NamespaceRecord{}}}
 	for _, u := range p.unknown {
 		d.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
 			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
@@ -271,7 +272,7 @@ func strictErr(d *decision, strict bool) error {
 	}
 	target, ref := targetNames(d.rec.TargetName)
 	return &refusal{fails: d.fails, err: coded(f.code, "strict targeting: container %s cannot join the %s namespace of %s: %s (%s: %s); without strict_targeting it would run in the pod's",
-		d.name, f.kind, ref, inWords(f.why, "create", target, d.name), f.why, f.reason)}
+		d.name, f.kind, ref, inWordsFor(f.why, "create", target, d.name, d.rec.RuntimeHandler), f.why, f.reason)}
 }
 
 // specNotWritten decides what a create whose spec could not be written

@@ -24,6 +24,7 @@ type target struct {
 	id      string // the full id ("" when the request asks for no target: unknown modes only)
 	name    string // its CRI name ("" if not known)
 	sandbox string // its pod sandbox's full id, the new container's too
+	handler string // the pod's runtime handler ("" if not known)
 	pid     uint32 // the process its namespaces were opened through
 	// handles are its open namespaces (pid, ipc), shm its /dev/shm (opened
 	// with an ipc namespace; nil when it has none), until close.
@@ -112,6 +113,9 @@ func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *pla
 			name, sandbox, ctr.GetId(), ctr.GetPodSandboxId())
 	}
 	tg := &target{id: ctr.GetId(), name: ctr.GetMetadata().GetName(), sandbox: ctr.GetPodSandboxId(), confirm: func() error { return nil }}
+	if tg.failed = t.cannotJoin(ctx, tg); tg.failed != nil {
+		return tg, nil
+	}
 	if tg.failed = c.failure(); tg.failed != nil {
 		return tg, nil
 	}
@@ -136,6 +140,21 @@ func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *pla
 	}
 	tg.confirm = t.confirmation(lctx, tg.id, c.pid)
 	return tg, nil
+}
+
+// cannotJoin learns the runtime handler of tg's pod, and whether its
+// runtime cannot join namespace paths: then nothing is pointed at a pin
+// (a fallback, before anything is made; strict: refused).
+func (t *targeter) cannotJoin(ctx context.Context, tg *target) *failure {
+	h, ok := t.handlers.of(ctx, tg.sandbox)
+	if !ok {
+		return nil
+	}
+	tg.handler = h
+	if why := t.handlers.cannot(h); why != "" {
+		return &failure{why: reasonRuntimeCannotJoin, code: codes.FailedPrecondition, reason: why}
+	}
+	return nil
 }
 
 // found is the target as findTarget found it: how many containers the id

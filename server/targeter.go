@@ -20,9 +20,19 @@ type (
 		ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
 		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
 		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
+		// for the runtime handlers (runtime_handlers.go)
+		PodSandboxStatus(ctx context.Context, in *runtimeapi.PodSandboxStatusRequest, opts ...grpc.CallOption) (*runtimeapi.PodSandboxStatusResponse, error)
+		Status(ctx context.Context, in *runtimeapi.StatusRequest, opts ...grpc.CallOption) (*runtimeapi.StatusResponse, error)
+		// for the checks after a start and the exits (target_verify.go, target_exit.go)
+		ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
+		StopContainer(ctx context.Context, in *runtimeapi.StopContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error)
 	}
 	taskLookup interface {
 		TaskPID(ctx context.Context, id string) (uint32, error)
+	}
+	// taskStates is containerd's word on a task (target_verify.go).
+	taskStates interface {
+		TaskState(ctx context.Context, id string) (taskState, error)
 	}
 	// criContainers finds a CRI container by its full id in containerd's
 	// own metadata: its pod sandbox and name, or errNotCRIContainer.
@@ -76,4 +86,11 @@ type targeter struct {
 	nri      nriAdapter  // nil: the Update path only
 	removals removalGate // nil: RemovePodSandbox waits for nothing
 	nriOnly  bool        // refuse TARGET creates while NRI is not usable
+
+	// What the shim does after an answer, on the side queue: the check
+	// after a start (nil: none), the exits of targets, and the pods'
+	// runtime handlers (nil: every handler is taken to join).
+	verify   *verifier
+	exits    *exitWatch
+	handlers *handlers
 }

@@ -115,6 +115,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		TargetingVia:        cfg.TargetingVia,
 		NRISocket:           cfg.NRISocket,
 		Events:              ev.sink(),
+		HandlersWithoutJoin: cfg.NoJoinHandlers,
 	})
 	mx.serve(srv, log)
 	lis, path, err := server.Listen(cfg.Listen, cfg.SocketGroup)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -221,6 +222,15 @@ func renderConfigOpts(opts Options) string {
 	if opts.Runc != "" {
 		tmpl = strings.Replace(tmpl, runcRootLine, runcRootLine+runcBinaryLine, 1)
 	}
+	if len(opts.Runtimes) > 0 {
+		// each beside runc, before the CNI section of the same plugin
+		plugin := `plugins."io.containerd.grpc.v1.cri"`
+		if opts.ConfigVersion >= 3 {
+			plugin = `plugins."io.containerd.cri.v1.runtime"`
+		}
+		cni := "  [" + plugin + ".cni]\n"
+		tmpl = strings.Replace(tmpl, cni, extraRuntimes(plugin, opts.Runtimes)+cni, 1)
+	}
 	if opts.NRIValidator != "" && opts.ConfigVersion >= 3 {
 		v := "\n[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n"
 		for _, l := range strings.Split(strings.TrimSpace(opts.NRIValidator), "\n") {
@@ -248,6 +258,22 @@ func renderConfigOpts(opts Options) string {
 		"{{runc}}", q(opts.Runc),
 	)
 	return r.Replace(tmpl)
+}
+
+// extraRuntimes are the runtime handlers of Options.Runtimes, in the CRI
+// plugin's section plugin: each run by the runc shim, in the same runc root.
+func extraRuntimes(plugin string, runtimes []Runtime) string {
+	var b strings.Builder
+	for _, r := range runtimes {
+		typ := cmp.Or(r.Type, "io.containerd.runc.v2")
+		fmt.Fprintf(&b, "    [%s.containerd.runtimes.%s]\n      runtime_type = %s\n      runtime_path = {{shim}}\n\n", plugin, r.Name, strconv.Quote(typ))
+		fmt.Fprintf(&b, "      [%s.containerd.runtimes.%s.options]\n        SystemdCgroup = false\n        Root = {{dir}}/runc\n", plugin, r.Name)
+		if r.BinaryName != "" {
+			fmt.Fprintf(&b, "        BinaryName = %s\n", strconv.Quote(r.BinaryName))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // runcShimPath is the containerd-shim-runc-v2 beside binary, if there is

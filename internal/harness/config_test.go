@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 func TestRenderConfig(t *testing.T) {
@@ -153,6 +155,33 @@ func TestConfigVersionFor(t *testing.T) {
 	for _, tc := range tests {
 		if got := configVersionFor(tc.version); got != tc.want {
 			t.Errorf("configVersionFor(%q) = %d, want %d", tc.version, got, tc.want)
+		}
+	}
+}
+
+// Runtimes beside runc: each in the CRI plugin's runtimes of the config's
+// version, the runc shim with its own BinaryName; the config still parses
+// as TOML.
+func TestRenderConfigRuntimes(t *testing.T) {
+	for v, plugin := range map[int]string{2: `plugins."io.containerd.grpc.v1.cri"`, 3: `plugins."io.containerd.cri.v1.runtime"`, 4: `plugins."io.containerd.cri.v1.runtime"`} {
+		cfg := renderConfigOpts(Options{Dir: "/tmp/nst-1", RegistryHost: "127.0.0.1:5000", SandboxImage: "127.0.0.1:5000/nst/pause:1", ConfigVersion: v,
+			Binary: "/nonexistent/containerd", Runtimes: []Runtime{{Name: "nojoin", BinaryName: "/tmp/x/nojoinruntime"}, {Name: "vmlike", Type: "io.containerd.kata.v2"}}})
+		var doc map[string]any
+		if err := toml.Unmarshal([]byte(cfg), &doc); err != nil {
+			t.Fatalf("version %d: %v\n%s", v, err, cfg)
+		}
+		for _, want := range []string{
+			"[" + plugin + ".containerd.runtimes.nojoin]\n      runtime_type = \"io.containerd.runc.v2\"",
+			"[" + plugin + ".containerd.runtimes.nojoin.options]",
+			`BinaryName = "/tmp/x/nojoinruntime"`,
+			"[" + plugin + ".containerd.runtimes.vmlike]\n      runtime_type = \"io.containerd.kata.v2\"\n      runtime_path = ",
+		} {
+			if !strings.Contains(cfg, want) {
+				t.Errorf("version %d: config lacks %s:\n%s", v, want, cfg)
+			}
+		}
+		if strings.Contains(cfg, "{{") {
+			t.Errorf("version %d: an unfilled placeholder:\n%s", v, cfg)
 		}
 	}
 }

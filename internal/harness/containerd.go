@@ -58,11 +58,22 @@ type Options struct {
 	// NRIValidator, for containerd 2.x, is TOML for NRI's default
 	// validator (e.g. "enable = true\nreject_namespace_adjustment = true").
 	NRIValidator string
+	// Runtimes are runtime handlers besides runc.
+	Runtimes []Runtime
 	// LogWriter also receives containerd's stdout and stderr, which always
 	// go to Dir/containerd.log.
 	LogWriter io.Writer
 	// StartTimeout bounds the wait for CRI to answer; default 30s.
 	StartTimeout time.Duration
+}
+
+// Runtime is a runtime handler of containerd's CRI besides runc: always
+// run by the runc shim beside containerd (runtime_path), whatever its type
+// says, with BinaryName as its runc when set (e.g. BuildNojoinRuntime's
+// wrapper). Type is what containerd's config (and its Status) says the
+// runtime is; default runc's.
+type Runtime struct {
+	Name, Type, BinaryName string
 }
 
 // Containerd is a private containerd process; see StartContainerd.

@@ -54,6 +54,8 @@ type EnvOptions struct {
 	RegistryAliases []string
 	CNIConfList     string
 	NRIValidator    string
+	// Runtimes are runtime handlers besides runc (see Options).
+	Runtimes []Runtime
 }
 
 // StartWith is Start with options.
@@ -72,7 +74,7 @@ func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
 	e.Containerd, err = StartContainerd(ctx, Options{
 		Dir: dir, RegistryHost: reg.Host(), SandboxImage: e.PauseImage,
 		Binary: o.Binary, ConfigVersion: o.ConfigVersion, Runc: o.Runc, RegistryAliases: o.RegistryAliases, CNIConfList: o.CNIConfList,
-		NRIValidator: o.NRIValidator,
+		NRIValidator: o.NRIValidator, Runtimes: o.Runtimes,
 	})
 	if err != nil {
 		if o.Dir == "" {

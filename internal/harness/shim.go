@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,27 @@ func hasFlag(binary, name string) bool {
 
 // ShimTags are the build tags the Makefile builds the shim with (SHIM_TAGS).
 const ShimTags = "grpcnotrace"
+
+// BuildNojoinRuntime builds internal/nojoinruntime, the tests' stand-in for
+// a sandboxed runtime (runc behind a wrapper that drops the PID namespace
+// path), into dir, running runc (default $NSTARGET_RUNC, else the runc on
+// PATH, as containerd's), and returns its path.
+func BuildNojoinRuntime(moduleRoot, dir, runc string) (string, error) {
+	runc, err := exec.LookPath(cmp.Or(runc, os.Getenv("NSTARGET_RUNC"), "runc"))
+	if err != nil {
+		return "", fmt.Errorf("build nojoinruntime: %w", err)
+	}
+	if runc, err = filepath.Abs(runc); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "nojoinruntime")
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.runc="+runc, "-o", bin, "./internal/nojoinruntime")
+	cmd.Dir = moduleRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build nojoinruntime: %w\n%s", err, out)
+	}
+	return bin, nil
+}
 
 // BuildIPCProbe builds internal/ipcprobe, statically, into dir and returns
 // it as an image file, bin/ipcprobe.

@@ -151,6 +151,10 @@ type verdict struct {
 	lost    bool // its pod went before it could be judged
 }
 
+// verifyGrace is how long after a debug container was asked for the shim's
+// check after its start may still be on its way into its record.
+const verifyGrace = 30 * time.Second
+
 // stuckAfter: a debug container neither made nor refused this long after
 // it was asked for counts as a hang.
 const stuckAfter = 2 * time.Minute
@@ -206,6 +210,9 @@ func (o *observer) judge(ctx context.Context, d *debugReq, pod *corev1.Pod) *ver
 			if obs.Killed = st.State.Terminated.ExitCode == 137; obs.Killed && obs.DebugNS == "" {
 				obs.TargetEndedFirst = o.endedFirst(ctx, r.Target, id)
 			}
+		}
+		if r != nil && r.Namespaces["pid"].Result == oci.Targeted && r.Namespaces["pid"].Verify == nil && time.Since(d.asked) < verifyGrace {
+			return nil // the shim's check after the start is on its way: ask again
 		}
 		out, why := Judge(obs)
 		return &verdict{req: d, outcome: out, why: why}

@@ -13,7 +13,8 @@ type Outcome string
 
 const (
 	// Joined: in its target's PID namespace, the one the target instance
-	// printed, and its record says targeted at that namespace.
+	// printed, and its record says targeted at that namespace, and that
+	// the shim verified it joined once it had started.
 	Joined Outcome = "targeted"
 	// FellBack: in a namespace other than the target's, and its record
 	// says fallback with a reason.
@@ -22,13 +23,22 @@ const (
 	// was a gRPC status with a code that names the refusal (not Unknown,
 	// not Internal).
 	Refused Outcome = "refused"
-	// DiedWithTarget: targeted, and killed before it printed anything
-	// because its target's instance, the init of the PID namespace it
-	// joined, exited first: the kernel kills every process of a PID
+	// DiedWithTarget: targeted (and verified joined), and killed before it
+	// printed anything because its target's instance, the init of the PID
+	// namespace it joined, exited first: the kernel kills every process of a PID
 	// namespace whose init exits (pid_namespaces(7)). containerd's own
 	// TARGET behaves the same; a container in any other namespace would
 	// have lived on.
 	DiedWithTarget Outcome = "died with its target"
+	// Unseen: in its target's PID namespace, as its record says, and the
+	// shim said after the start that it could not see it there, because
+	// it had exited before the shim could read it (exited_unobserved: a
+	// debugger that prints and exits within milliseconds, started while
+	// containerd's events, whose task creation the shim reads it at, were
+	// not reaching the shim, as around a containerd restart). The shim
+	// claimed nothing it had not seen (a Warning TargetNotVerified, no
+	// Normal Targeted); counted apart, it does not fail the run.
+	Unseen Outcome = "not seen"
 	// WrongJoin: anything else. It fails the run.
 	WrongJoin Outcome = "wrong"
 )
@@ -75,6 +85,9 @@ func Judge(o Observation) (Outcome, string) {
 	}
 	if !nsRE.MatchString(o.DebugNS) {
 		if r.Result == oci.Targeted && o.Killed && o.TargetEndedFirst {
+			if why := unverified(r); why != "" {
+				return WrongJoin, "killed as its target's PID namespace ended, but " + why
+			}
 			return DiedWithTarget, "killed as its target's PID namespace ended, before it printed"
 		}
 		return WrongJoin, fmt.Sprintf("record %s, but the debug container printed no PID namespace (%q; error %q)", r.Result, o.DebugNS, o.Error)
@@ -90,6 +103,12 @@ func Judge(o Observation) (Outcome, string) {
 		if o.DebugNS != o.TargetNS {
 			return WrongJoin, fmt.Sprintf("in %s, but target instance %.12s printed %s", o.DebugNS, o.Record.Target, o.TargetNS)
 		}
+		if r.Verify != nil && r.Verify.Result == oci.Unverified && r.Verify.ReasonKind == "exited_unobserved" {
+			return Unseen, "in its target's " + o.DebugNS + "; the shim said it had exited before it could look"
+		}
+		if why := unverified(r); why != "" {
+			return WrongJoin, "in its target's " + o.DebugNS + ", but " + why
+		}
 		return Joined, o.DebugNS
 	case oci.Fallback:
 		if r.Reason == "" || r.ReasonKind == "" {
@@ -104,3 +123,17 @@ func Judge(o Observation) (Outcome, string) {
 }
 
 var nsRE = regexp.MustCompile(`^pid:\[\d+\]$`)
+
+// unverified says why a targeted namespace's record does not say that the
+// shim saw the container in it once it had started; "" when it does.
+func unverified(r oci.NamespaceRecord) string {
+	switch v := r.Verify; {
+	case v == nil:
+		return "the shim did not say what it saw after the start (no verify in the record)"
+	case v.Result != oci.Joined:
+		return fmt.Sprintf("the shim saw, after the start: %s (%s: %s)", v.Result, v.ReasonKind, v.Reason)
+	case v.Inode != r.Inode:
+		return fmt.Sprintf("the shim saw it, after the start, in pid:[%d], not the target's pid:[%d]", v.Inode, r.Inode)
+	}
+	return ""
+}

@@ -11,7 +11,20 @@ func rec(result, kind string, inode uint64) *oci.Record {
 	if kind != "" {
 		r.Reason = "because " + kind
 	}
+	if result == oci.Targeted {
+		r.Verify = &oci.Verification{Result: oci.Joined, Stage: "verify", Inode: inode}
+	}
 	return &oci.Record{Target: "0123456789abcdef", Namespaces: map[string]oci.NamespaceRecord{"pid": r}}
+}
+
+// seen is rec targeted at inode, with what the shim saw after the start
+// (nil: nothing said).
+func seen(inode uint64, v *oci.Verification) *oci.Record {
+	r := rec(oci.Targeted, "", inode)
+	ns := r.Namespaces["pid"]
+	ns.Verify = v
+	r.Namespaces["pid"] = ns
+	return r
 }
 
 func TestJudge(t *testing.T) {
@@ -21,6 +34,13 @@ func TestJudge(t *testing.T) {
 		want Outcome
 	}{
 		{"joined", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, Joined},
+		{"joined, not verified", Observation{Made: true, Record: seen(7, nil), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"joined, the shim said it exited before it could look", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Unverified, ReasonKind: "exited_unobserved"}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, Unseen},
+		{"elsewhere, the shim said it exited before it could look", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Unverified, ReasonKind: "exited_unobserved"}), DebugNS: "pid:[9]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"joined, seen unverified otherwise", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Unverified, ReasonKind: "pid_changed"}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"joined, seen not joined", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.NotJoined, Inode: 9}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"joined, seen in another namespace", Observation{Made: true, Record: seen(7, &oci.Verification{Result: oci.Joined, Inode: 9}), DebugNS: "pid:[7]", TargetNS: "pid:[7]"}, WrongJoin},
+		{"died with its target, not verified", Observation{Made: true, Record: seen(7, nil), TargetNS: "pid:[7]", Error: "exit 137 Error: ", Killed: true, TargetEndedFirst: true}, WrongJoin},
 		{"joined a namespace other than the target instance's", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[7]", TargetNS: "pid:[8]"}, WrongJoin},
 		{"record targeted, container elsewhere", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[9]", TargetNS: "pid:[7]"}, WrongJoin},
 		{"targeted, target's namespace unknown", Observation{Made: true, Record: rec(oci.Targeted, "", 7), DebugNS: "pid:[7]"}, WrongJoin},

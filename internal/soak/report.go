@@ -65,7 +65,7 @@ func (r *Report) Print(w io.Writer) {
 	if r.Break != "" {
 		fmt.Fprintf(w, ", BROKEN BUILD %s", r.Break)
 	}
-	fmt.Fprintf(w, "\npods made %d, debug containers asked for %d, judged %d (targeted %s, fallback %d, refused %d, wrong %d), lost with their pod %d\n",
+	fmt.Fprintf(w, "\npods made %d, debug containers asked for %d, judged %d (targeted and verified joined %s, fallback %d, refused %d, wrong %d), lost with their pod %d\n",
 		r.PodsMade, r.DebugMade, r.judged(), r.targeted(), r.Outcomes[FellBack], r.Outcomes[Refused], r.Outcomes[WrongJoin], r.Lost)
 	fmt.Fprintf(w, "reasons: %s\n", formatCounts(r.Reasons))
 	fmt.Fprintf(w, "faults: %s\n", r.faults())
@@ -155,6 +155,9 @@ func (r *Report) targeted() string {
 	n := strconv.Itoa(r.Outcomes[Joined] + r.Outcomes[DiedWithTarget])
 	if d := r.Outcomes[DiedWithTarget]; d > 0 {
 		n += fmt.Sprintf(" (%d died with their target)", d)
+	}
+	if u := r.Outcomes[Unseen]; u > 0 {
+		n += fmt.Sprintf(" + %d joined but not seen by the shim (exited before it could look)", u)
 	}
 	return n
 }

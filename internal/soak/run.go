@@ -223,6 +223,8 @@ func (r *run) record(v *verdict) {
 		r.rep.Reasons[string(v.outcome)+" "+v.why]++
 	case DiedWithTarget:
 		r.logf("died with its target: %s/%s --target=%s: %s", d.pod, d.name, d.target, v.why)
+	case Unseen:
+		r.logf("joined, not seen by the shim: %s/%s --target=%s: %s", d.pod, d.name, d.target, v.why)
 	case WrongJoin:
 		r.rep.WrongJoins = append(r.rep.WrongJoins, fmt.Sprintf("%s/%s --target=%s (target killed: %v): %s", d.pod, d.name, d.target, d.killed, v.why))
 		r.logf("WRONG: %s/%s --target=%s: %s", d.pod, d.name, d.target, v.why)
