@@ -615,6 +615,7 @@ release-check: deps
 #   make node-boot-check boot the image and check systemd, cgroup v2, the share, 10.0.2.2
 # Each step prints its time; consoles and journals go to bin/node/.
 NODE_ACCEL ?= tcg
+NODE_CPUS  ?= 2
 NODE_AGENT := bin/node/nstarget-node-agent
 NODE_LEG    = ./hack/leg.sh
 # The two packages the node installs, built from this tree (ALLOW_DIRTY: a
@@ -639,7 +640,7 @@ node-tools: deps node-image crictl
 		IMAGE_SHIM=$(NODE_AGENT) >/dev/null
 	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --upstream-e2e >/dev/null
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
-	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
+	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_CPUS=$(NODE_CPUS) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
 	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
 	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
 	NSTARGET_NODE_CRICTL=$(CURDIR)/bin/crictl \

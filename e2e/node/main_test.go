@@ -29,6 +29,7 @@ var (
 	nodeImage   = os.Getenv("NSTARGET_NODE_IMAGE")       // hack/node/image.sh's directory
 	nodeAgent   = os.Getenv("NSTARGET_NODE_AGENT")       // internal/nodeagent, static
 	nodeAccel   = os.Getenv("NSTARGET_NODE_ACCEL")       // tcg (default) or kvm
+	nodeCPUs    = os.Getenv("NSTARGET_NODE_CPUS")        // the guest's vCPUs (default 1)
 	nodeLogs    = os.Getenv("NSTARGET_NODE_LOGS")        // the consoles and the guests' journals, kept
 	debOld      = os.Getenv("NSTARGET_NODE_DEB")         // the .deb installed first
 	debNew      = os.Getenv("NSTARGET_NODE_DEB_UPGRADE") // a newer version of it, for the upgrade

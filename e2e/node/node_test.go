@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,13 @@ func (r *run) boot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	opts := node.Options{Image: nodeImage, Agent: nodeAgent, Accel: nodeAccel}
+	if nodeCPUs != "" {
+		n, err := strconv.Atoi(nodeCPUs)
+		if err != nil || n < 1 {
+			t.Fatalf("NSTARGET_NODE_CPUS=%q: want a number of vCPUs", nodeCPUs)
+		}
+		opts.CPUs = n
+	}
 	if nodeLogs != "" {
 		if err := os.MkdirAll(nodeLogs, 0o755); err != nil {
 			t.Fatal(err)
