@@ -14,10 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
 // Host is the host's mount namespace.
@@ -39,31 +40,12 @@ func (h Host) Under(dir string) ([]string, error) {
 		if len(f) < 5 {
 			continue
 		}
-		mp := unescape(f[4])
+		mp := namespaces.UnescapeMountinfo(f[4])
 		if strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
 	}
 	return out, sc.Err()
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Unmount unmounts the host's path p: its copy under Root in the pod's own
