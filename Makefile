@@ -602,13 +602,13 @@ release-check: deps
 # driver, kubelet $(KUBERNETES_NEWEST) with cgroupDriver systemd and the default
 # failCgroupV1 (so it proves cgroup v2), started by their units; the control
 # plane (etcd, kube-apiserver) runs on the host, at 10.0.2.2 for the guest.
-#   make node-e2e        (part of make test) containerd $(CONTAINERD_24) with runc $(RUNC_24): first the
-#                        cluster install (deploy/: a DaemonSet, the controllers on the host) on the
-#                        kubelet on containerd: a shim never healthy rolled back, the install with its
-#                        installer killed after the kubelet's restart, an upgrade, the cleanup; then
-#                        the package: install,
-#                        Ready through the shim, kubectl debug --target, the journal's fields and
-#                        priorities, restarts of the shim (systemctl, kill -9) and of containerd
+#   make node-e2e        (part of make test) containerd $(CONTAINERD_24) with runc $(RUNC_24), the guest
+#                        on NODE_CPUS vCPUs: first the cluster install (deploy/: a DaemonSet, the
+#                        controllers on the host) on the kubelet on containerd: a shim never healthy
+#                        rolled back, the install with its installer killed after the kubelet's
+#                        restart, kubectl debug --target, the journal's fields and priorities, restarts
+#                        of the shim (systemctl, kill -9) and of containerd, an upgrade, the cleanup;
+#                        then the package installed: Ready through the shim, kubectl debug --target
 #   make node-e2e-full   every scenario on containerd $(CONTAINERD_24) and on Debian's 1.6.20: the
 #                        above, then package life (upgrade while running, remove, purge, reinstall)
 #                        and a reboot on the same disk

@@ -8,7 +8,8 @@
 // units. Every scenario is asserted from inside the node. On containerd 2.4
 // the node starts with its kubelet on containerd, and the cluster install
 // (deploy/, a DaemonSet) puts the shim on it, upgrades it and takes it off
-// first (cluster_test.go); then the package's scenarios run.
+// first (cluster_test.go), with the shim unit's journal and restarts
+// checked while it is on; then the package's scenarios run.
 //
 // The control plane (etcd, kube-apiserver) runs on the host, reached by the
 // guest at qemu's 10.0.2.2: it is not what a node image carries, and under
