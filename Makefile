@@ -602,22 +602,27 @@ release-check: deps
 # driver, kubelet $(KUBERNETES_NEWEST) with cgroupDriver systemd and the default
 # failCgroupV1 (so it proves cgroup v2), started by their units; the control
 # plane (etcd, kube-apiserver) runs on the host, at 10.0.2.2 for the guest.
-#   make node-e2e        (part of make test) containerd $(CONTAINERD_24) with runc $(RUNC_24): install,
-#                        Ready through the shim, kubectl debug --target, the journal's fields and
-#                        priorities, restarts of the shim (systemctl, kill -9) and of containerd
+#   make node-e2e        (part of make test) containerd $(CONTAINERD_24) with runc $(RUNC_24), the guest
+#                        on NODE_CPUS vCPUs: first the cluster install (deploy/: a DaemonSet, the
+#                        controllers on the host) on the kubelet on containerd: a shim never healthy
+#                        rolled back, the install with its installer killed after the kubelet's
+#                        restart, kubectl debug --target, the journal's fields and priorities, restarts
+#                        of the shim (systemctl, kill -9) and of containerd, an upgrade, the cleanup;
+#                        then the package installed: Ready through the shim, kubectl debug --target
 #   make node-e2e-full   every scenario on containerd $(CONTAINERD_24) and on Debian's 1.6.20: the
 #                        above, then package life (upgrade while running, remove, purge, reinstall)
 #                        and a reboot on the same disk
 #   make node-boot-check boot the image and check systemd, cgroup v2, the share, 10.0.2.2
 # Each step prints its time; consoles and journals go to bin/node/.
 NODE_ACCEL ?= tcg
+NODE_CPUS  ?= 2
 NODE_AGENT := bin/node/nstarget-node-agent
 NODE_LEG    = ./hack/leg.sh
 # The two packages the node installs, built from this tree (ALLOW_DIRTY: a
 # test build; its stamp says -dirty when the tree is): the first, then the
 # upgrade.
 NODE_DEB_VERSIONS := v0.0.0-node.1 v0.0.0-node.2
-NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(install|debug|logs|restarts)$$
+NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(base|cluster-.*|install|debug|logs|restarts)$$
 .PHONY: node-image node-boot-check node-tools node-e2e node-e2e-full
 node-image:
 	$(NODE_LEG) $@ ./hack/node/image.sh
@@ -631,11 +636,17 @@ node-tools: deps node-image crictl
 	for v in $(NODE_DEB_VERSIONS); do \
 		$(MAKE) --no-print-directory release VERSION=$$v RELEASE_ARCHES=amd64 DIST=bin/node/dist-$$v ALLOW_DIRTY=1 UNRELEASED=1 >/dev/null || exit 1; \
 	done
+	$(MAKE) --no-print-directory image VERSION=$(word 1,$(NODE_DEB_VERSIONS)) IMAGE_VERSION=v0.0.0-node.bad IMAGE_OUT=bin/node/image-bad \
+		IMAGE_SHIM=$(NODE_AGENT) >/dev/null
+	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --upstream-e2e >/dev/null
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
-	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
+	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_CPUS=$(NODE_CPUS) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
 	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
 	NSTARGET_NODE_DEB_UPGRADE="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
 	NSTARGET_NODE_CRICTL=$(CURDIR)/bin/crictl \
+	NSTARGET_NODE_IMAGE_V1="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
+	NSTARGET_NODE_IMAGE_V2="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
+	NSTARGET_NODE_IMAGE_BAD=$(CURDIR)/bin/node/image-bad/oci \
 	NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
 	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD_VERSION=$(CONTAINERD_24) ./hack/containerd.sh)" NSTARGET_RUNC2="$(call runc_bin,2.4)"
 NODE_TEST = $(GO) test -tags node -count=1 -v -timeout 40m ./e2e/node/
@@ -645,3 +656,39 @@ node-e2e: node-tools
 NODE_RUN ?= ^TestNode$$
 node-e2e-full: node-tools
 	$(node_env) $(NODE_LEG) $@ $(NODE_TEST) -run '$(NODE_RUN)'
+
+# The cluster install's image (deploy/, docs/cluster-install.md): the static
+# cri-nstarget and cri-nstarget-install of each of IMAGE_ARCHES, built as
+# `make release` builds its binaries (the shim's bytes are the release's),
+# in an OCI image that hack/image makes with go-containerregistry (its own
+# module; no container engine). Into IMAGE_OUT: the binaries (ARCH/), oci/
+# (an OCI layout: the index of every architecture), cri-nstarget-image-VERSION.oci.tar
+# (the same layout as one tar) and cri-nstarget-image-VERSION-linux-ARCH.tar
+# (`docker save`'s format). Every date is the commit's (SOURCE_DATE_EPOCH).
+#   make image [VERSION=v1.2.3] [IMAGE_ARCHES="amd64 arm64"] [IMAGE_OUT=bin/image]
+#   make image-check   the image built twice, in two directories, compared byte for byte
+# IMAGE_SHIM ships another binary as the shim, and IMAGE_VERSION names the
+# image apart from its binaries' stamps (the node test's shim that is never
+# healthy, beside the same installer as VERSION's: one layer to pull).
+IMAGE_ARCHES  ?= amd64
+IMAGE_VERSION ?= $(VERSION)
+IMAGE_OUT     ?= bin/image
+IMAGE_SHIM    ?=
+IMAGE_EPOCH    = $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null))
+IMAGE_LDFLAGS  = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
+image_go       = env CGO_ENABLED=0 GOOS=linux GOARCH=$(1) GOAMD64=v1 GOARM64=v8.0 GOFLAGS="-trimpath -buildvcs=false" $(GO) build
+.PHONY: image image-check
+image:
+	cd hack/image && $(GO) build -o ../../bin/nstarget-image .
+	$(foreach a,$(IMAGE_ARCHES),$(call image_go,$(a)) -tags $(SHIM_TAGS) -ldflags "$(IMAGE_LDFLAGS)" -o $(IMAGE_OUT)/$(a)/cri-nstarget ./cmd/cri-nstarget && \
+		$(call image_go,$(a)) -ldflags "$(IMAGE_LDFLAGS)" -o $(IMAGE_OUT)/$(a)/cri-nstarget-install ./cmd/cri-nstarget-install && \
+		$(if $(IMAGE_SHIM),install -m 0755 $(IMAGE_SHIM) $(IMAGE_OUT)/$(a)/cri-nstarget &&) ) true
+	bin/nstarget-image --out $(IMAGE_OUT) --version $(IMAGE_VERSION) --revision $(COMMIT) --epoch $(IMAGE_EPOCH) \
+		--unit systemd/cri-nstarget.service.in $(foreach a,$(IMAGE_ARCHES),--arch $(a)=$(IMAGE_OUT)/$(a))
+	@ls -l $(IMAGE_OUT)/*.tar
+image-check:
+	rm -rf bin/image-check
+	$(MAKE) --no-print-directory image IMAGE_OUT=bin/image-check/a
+	$(MAKE) --no-print-directory image IMAGE_OUT=bin/image-check/b
+	cd bin/image-check && for f in $$(cd a && find oci *.tar -type f | LC_ALL=C sort); do cmp a/$$f b/$$f || exit 1; done
+	@echo "image-check: two builds, the same bytes"

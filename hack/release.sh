@@ -9,6 +9,9 @@
 #   cri-nstarget_X.Y.Z-1_ARCH.deb, cri-nstarget-X.Y.Z-1.RPMARCH.rpm
 #                                                 `make install PREFIX=/usr`'s tree, packaged
 #                                                 by nfpm (packaging/nfpm.yaml)
+#   cri-nstarget-image-VERSION.oci.tar            the cluster install's image (make image):
+#   cri-nstarget-image-VERSION-linux-ARCH.tar     an OCI layout of every ARCH, and each ARCH
+#                                                 as a docker tarball
 #   nstarget-conformance-VERSION-linux-ARCH, its .tar.gz and .tar.gz.sha256sum,
 #   cri-nstarget-conformance_X.Y.Z-1_ARCH.deb, cri-nstarget-conformance-X.Y.Z-1.RPMARCH.rpm
 #                                                 the TARGET suite the same way, from `make
@@ -164,6 +167,17 @@ for arch in $arches; do
   cp "$work/suite-changelog.Debian.gz" "$work/$arch/suite-extra/changelog.Debian.gz"
   package nfpm-conformance "$arch" "$work/$arch/suite-pkg" "$work/$arch/suite-extra"
 done
+# The cluster install's image (make image, docs/cluster-install.md): the same
+# build of each binary (the shim's bytes compared with the one above), as an
+# OCI layout of every architecture in one tar, and a docker tarball of each.
+"$MAKE" --no-print-directory -s image VERSION="$version" COMMIT="$commit" BUILD_DATE="$date" \
+  IMAGE_ARCHES="$arches" IMAGE_OUT="$work/image" >"$work/make.log" 2>&1 ||
+  { cat "$work/make.log" >&2; die "make image failed"; }
+for arch in $arches; do
+  cmp -s "$work/image/$arch/cri-nstarget" "$dist/cri-nstarget-$version-linux-$arch" ||
+    die "$arch: the image's cri-nstarget differs from the release's binary"
+done
+cp "$work/image"/cri-nstarget-image-*.tar "$dist/"
 
 # The release notes: the version's entry, then how to install and check.
 {
@@ -191,6 +205,11 @@ apt-get install ./cri-nstarget-conformance_${debver}_amd64.deb    # or its .rpm,
 tar -C / -xzf nstarget-conformance-$version-linux-amd64.tar.gz
 nstarget-conformance --help
 \`\`\`
+
+A cluster's nodes, from a DaemonSet (cluster-install.md): push the image
+\`cri-nstarget-image-$version.oci.tar\` (every architecture; \`cri-nstarget-image-$version-linux-amd64.tar\`
+is one in \`docker save\`'s format) to your registry, name it in deploy/install/kustomization.yaml,
+label the nodes \`cri-nstarget.io/install=true\`, then \`kubectl apply -k deploy/\`.
 
 ## Checksums
 \`SHA256SUMS\` lists every file of the release, these notes included; each tarball also has its

@@ -90,28 +90,9 @@ func parseMountinfo(b []byte) []mountinfoEntry {
 		if len(f) < 5 {
 			continue
 		}
-		out = append(out, mountinfoEntry{dev: f[2], root: unescape(f[3]), point: unescape(f[4])})
+		out = append(out, mountinfoEntry{dev: f[2], root: UnescapeMountinfo(f[3]), point: UnescapeMountinfo(f[4])})
 	}
 	return out
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // hostPaths lists the paths, in this process's mount namespace, at which

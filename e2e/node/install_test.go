@@ -84,9 +84,16 @@ const bridgeConfList = `{
 }
 `
 
-// install installs and starts everything as a baker's first boot would, and
-// waits for the node to be Ready through the shim.
-func (r *run) install(t *testing.T) {
+// kubeadmFlags is what kubeadm (up to 1.33) writes for a node whose runtime
+// is containerd: its endpoint as a flag, in KUBELET_KUBEADM_ARGS.
+const kubeadmFlags = `KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock"
+`
+
+// base installs containerd and the kubelet as a baker's first boot would,
+// the kubelet on containerd directly, and waits for the node to be Ready.
+// It stands in for kube-proxy too: the kubernetes Service's address
+// (10.96.0.1:443, which pods are given) goes to the apiserver on the host.
+func (r *run) base(t *testing.T) {
 	start := time.Now()
 	r.share(t, debOld, "cri-nstarget-old.deb", 0o644)
 	r.share(t, debNew, "cri-nstarget-new.deb", 0o644)
@@ -101,26 +108,21 @@ func (r *run) install(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, port, _ := strings.Cut(strings.TrimPrefix(r.kube.Server(), "https://"), ":")
 	r.write(t, "etc/kubelet.conf", kubeconfig, 0o600)
 	r.share(t, r.kube.CAFile(), "etc/ca.crt", 0o644)
 	r.write(t, "etc/kubelet.service", []byte(kubeletUnit), 0o644)
 	r.write(t, "etc/10-kubeadm.conf", []byte(kubeadmDropIn), 0o644)
+	r.write(t, "etc/kubeadm-flags.env", []byte(kubeadmFlags), 0o644)
 	r.write(t, "etc/kubelet-config.yaml", []byte(kubeletConfig), 0o644)
 	r.write(t, "etc/10-bridge.conflist", []byte(bridgeConfList), 0o644)
 	r.write(t, "etc/nstarget-ready-probe.service", []byte(readyProbe), 0o644)
 	r.write(t, "etc/containerd.toml", []byte(r.b.config(r.registry+"/"+harness.PauseName)), 0o644)
 	r.write(t, "etc/hosts.toml", []byte(hostsTOML(r.registry)), 0o644)
-	dropIn := ""
-	if shimDropIn != "" {
-		r.write(t, "etc/99-test.conf", []byte(shimDropIn+"\n"), 0o644)
-		dropIn = "install -D -m 0644 /mnt/nst/etc/99-test.conf /etc/systemd/system/cri-nstarget.service.d/99-test.conf"
-		t.Logf("cri-nstarget.service gets the drop-in %q (NSTARGET_NODE_SHIM_DROPIN)", shimDropIn)
-	}
 	t.Logf("host: files into the share in %s", since(start))
 
 	start = time.Now()
 	r.sh(t, 5*time.Minute, `
-dpkg -i /mnt/nst/cri-nstarget-old.deb >/dev/null
 install -m 0755 /mnt/nst/kubelet /usr/bin/kubelet
 install -m 0755 /mnt/nst/crictl /usr/local/bin/crictl
 printf 'runtime-endpoint: unix:///run/containerd/containerd.sock\nimage-endpoint: unix:///run/containerd/containerd.sock\ntimeout: 60\n' >/etc/crictl.yaml
@@ -130,16 +132,14 @@ install -D -m 0644 /mnt/nst/etc/hosts.toml "/etc/containerd/certs.d/`+r.registry
 install -D -m 0644 /mnt/nst/etc/10-bridge.conflist /etc/cni/net.d/10-bridge.conflist
 install -D -m 0644 /mnt/nst/etc/kubelet.service /usr/lib/systemd/system/kubelet.service
 install -D -m 0644 /mnt/nst/etc/10-kubeadm.conf /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
-install -D -m 0644 /usr/share/doc/cri-nstarget/examples/kubelet.service.d/20-cri-nstarget.conf /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf
+install -D -m 0644 /mnt/nst/etc/kubeadm-flags.env /var/lib/kubelet/kubeadm-flags.env
 install -D -m 0600 /mnt/nst/etc/kubelet.conf /etc/kubernetes/kubelet.conf
 install -D -m 0644 /mnt/nst/etc/ca.crt /etc/kubernetes/pki/ca.crt
 install -D -m 0644 /mnt/nst/etc/kubelet-config.yaml /var/lib/kubelet/config.yaml
-`+dropIn+`
-install -D -m 0644 /mnt/nst/etc/nstarget-ready-probe.service /etc/systemd/system/nstarget-ready-probe.service
+iptables -t nat -A OUTPUT -d 10.96.0.1/32 -p tcp --dport 443 -j DNAT --to-destination `+hostIP+`:`+port+`
 systemctl daemon-reload
 systemctl restart containerd
-systemctl enable --quiet --now cri-nstarget.service kubelet.service
-systemctl enable --quiet nstarget-ready-probe.service
+systemctl enable --quiet --now kubelet.service
 `)
 	t.Logf("guest: installed and started in %s", since(start))
 	if v := r.sh(t, time.Minute, "crictl version | sed -n 's/^RuntimeVersion: *//p'"); !strings.Contains(v, r.b.version) {
@@ -147,7 +147,32 @@ systemctl enable --quiet nstarget-ready-probe.service
 	}
 	start = time.Now()
 	r.waitReady(t, 5*time.Minute)
-	t.Logf("node %s Ready through the shim %s after the units started", nodeName, since(start))
+	t.Logf("node %s Ready on containerd %s after the units started", nodeName, since(start))
+}
+
+// install installs the package and points the kubelet at the shim, as a
+// baker's image does, and waits for the node to be Ready through it.
+func (r *run) install(t *testing.T) {
+	dropIn := ""
+	if shimDropIn != "" {
+		r.write(t, "etc/99-test.conf", []byte(shimDropIn+"\n"), 0o644)
+		dropIn = "install -D -m 0644 /mnt/nst/etc/99-test.conf /etc/systemd/system/cri-nstarget.service.d/99-test.conf"
+		t.Logf("cri-nstarget.service gets the drop-in %q (NSTARGET_NODE_SHIM_DROPIN)", shimDropIn)
+	}
+	start, restarted := time.Now(), r.guestNow(t)
+	r.sh(t, 5*time.Minute, `
+dpkg -i /mnt/nst/cri-nstarget-old.deb >/dev/null
+install -D -m 0644 /usr/share/doc/cri-nstarget/examples/kubelet.service.d/20-cri-nstarget.conf /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf
+`+dropIn+`
+install -D -m 0644 /mnt/nst/etc/nstarget-ready-probe.service /etc/systemd/system/nstarget-ready-probe.service
+systemctl daemon-reload
+systemctl enable --quiet --now cri-nstarget.service
+systemctl enable --quiet nstarget-ready-probe.service
+systemctl restart kubelet.service
+`)
+	t.Logf("guest: the package installed, the shim started and the kubelet restarted in %s", since(start))
+	r.waitReadySince(t, restarted, 5*time.Minute)
+	t.Logf("node %s Ready through the shim %s after the kubelet's restart", nodeName, since(start))
 }
 
 // hostsTOML sends the guest's pulls from registry to it over plain HTTP.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,36 @@ func (r *run) waitReady(t *testing.T, timeout time.Duration) {
 	})
 }
 
+// guestNow is the guest's clock, which stamps the kubelet's statuses.
+func (r *run) guestNow(t *testing.T) time.Time {
+	t.Helper()
+	s, err := strconv.ParseInt(r.sh(t, time.Minute, "date +%s"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(s, 0)
+}
+
+// waitReadySince waits until the node is Ready in a status its kubelet
+// reported after since (the guest's clock; the apiserver keeps seconds): a
+// kubelet restarted at since has reported it.
+func (r *run) waitReadySince(t *testing.T, since time.Time, timeout time.Duration) {
+	t.Helper()
+	r.poll(t, timeout, "node "+nodeName+" Ready, reported after "+since.Format(time.TimeOnly), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := r.kube.Kubectl(ctx, "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")]}`)
+		var c struct {
+			Status, Reason, Message string
+			LastHeartbeatTime       time.Time
+		}
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &c)
+		}
+		return err == nil && c.Status == "True" && c.LastHeartbeatTime.After(since.Truncate(time.Second)), fmt.Sprint(c, err)
+	})
+}
+
 type container struct{ name, image, command string }
 
 // podManifest is a pod on the node (no scheduler runs) with containers
@@ -88,9 +119,10 @@ spec:
 }
 
 type containerStatus struct {
-	Name        string
-	ContainerID string
-	State       struct {
+	Name         string
+	ContainerID  string
+	RestartCount int
+	State        struct {
 		Running    *struct{}
 		Terminated *struct{ ExitCode int }
 	}

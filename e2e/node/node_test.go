@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,13 +37,16 @@ type backend struct {
 	install string
 	// config is /etc/containerd/config.toml, with sandbox as the sandbox image.
 	config func(sandbox string) string
+	// cluster: the cluster install's scenarios run on this node first
+	// (cluster_test.go), with the kubelet on containerd until then.
+	cluster bool
 }
 
 // backends: containerd 2.4.2 (with runc 1.5.2, NRI on by default) and
 // Debian's 1.6.20, each with the systemd cgroup driver.
 func backends() []backend {
 	return []backend{
-		{name: "containerd-2.4.2", version: "v2.4.2", via: "nri", install: installContainerd2, config: configV4},
+		{name: "containerd-2.4.2", version: "v2.4.2", via: "nri", install: installContainerd2, config: configV4, cluster: true},
 		{name: "containerd-1.6.20", version: "1.6.20", via: "update", config: configV2},
 	}
 }
@@ -114,7 +118,13 @@ func TestNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := harness.StartRegistry(map[string]*harness.Image{harness.BusyboxName: busybox, harness.PauseName: pause})
+	images := map[string]*harness.Image{harness.BusyboxName: busybox, harness.PauseName: pause}
+	for tag, path := range map[string]string{"v1": imageV1, "v2": imageV2, "bad": imageBad} {
+		if images[installImage+":"+tag], err = loadImage(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := harness.StartRegistry(images)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +146,9 @@ type run struct {
 	busybox  string
 	app      app // the pod "app", once running
 	debugs   int // debug containers made, for their names
+	// appBefore is app's container and restart count before the cluster
+	// install's scenarios, which must not restart it.
+	appBefore containerStatus
 }
 
 func runNode(t *testing.T, b backend, registry string) {
@@ -144,17 +157,26 @@ func runNode(t *testing.T, b backend, registry string) {
 	r.startControlPlane(t)
 	r.boot(t)
 	t.Logf("%s: control plane and guest up in %s", b.name, since(begin))
-	for _, step := range []struct {
+	type step struct {
 		name string
 		fn   func(*testing.T)
-	}{
-		{"install", r.install},
-		{"debug", r.debugTarget},
-		{"logs", r.logs},
-		{"restarts", r.restarts},
-		{"package", r.packageLife},
-		{"reboot", r.reboot},
-	} {
+	}
+	// The shim's journal entries and its restarts under systemd are
+	// checked once per node, on the unit whichever install made it (the
+	// installer renders the package's unit file): on the node of the
+	// cluster install, between its install and its upgrade.
+	shimUnit := []step{{"logs", r.logs}, {"restarts", r.restarts}}
+	steps := []step{{"base", r.base}}
+	if b.cluster {
+		steps = append(steps, step{"cluster-bad", r.clusterBad}, step{"cluster-install", r.clusterInstall})
+		steps = append(steps, shimUnit...)
+		steps = append(steps, step{"cluster-upgrade", r.clusterUpgrade}, step{"cluster-cleanup", r.clusterCleanup},
+			step{"install", r.install}, step{"debug", r.debugTarget})
+	} else {
+		steps = append(steps, step{"install", r.install}, step{"debug", r.debugTarget})
+		steps = append(steps, shimUnit...)
+	}
+	for _, step := range append(steps, step{"package", r.packageLife}, step{"reboot", r.reboot}) {
 		start := time.Now()
 		ok := t.Run(step.name, step.fn)
 		t.Logf("%s: step %s: %s", b.name, step.name, since(start))
@@ -173,8 +195,10 @@ func (r *run) startControlPlane(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// The controllers run for the cluster install's DaemonSet (its
+	// controller, the scheduler, service accounts and their tokens).
 	k, err := cluster.Start(ctx, cluster.Options{
-		Dir: dir, Bin: kubeBin, Etcd: etcdBin, RemoteNode: true, ServerIPs: []net.IP{net.ParseIP(hostIP)},
+		Dir: dir, Bin: kubeBin, Etcd: etcdBin, RemoteNode: true, ServerIPs: []net.IP{net.ParseIP(hostIP)}, Controllers: true,
 	})
 	if err != nil {
 		os.RemoveAll(dir)
@@ -196,6 +220,13 @@ func (r *run) boot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	opts := node.Options{Image: nodeImage, Agent: nodeAgent, Accel: nodeAccel}
+	if nodeCPUs != "" {
+		n, err := strconv.Atoi(nodeCPUs)
+		if err != nil || n < 1 {
+			t.Fatalf("NSTARGET_NODE_CPUS=%q: want a number of vCPUs", nodeCPUs)
+		}
+		opts.CPUs = n
+	}
 	if nodeLogs != "" {
 		if err := os.MkdirAll(nodeLogs, 0o755); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
 // MountsUnder returns the mount points at or below dir, deepest first.
@@ -27,7 +29,7 @@ func MountsUnder(dir string) ([]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeMountPath(fields[4])
+		mp := namespaces.UnescapeMountinfo(fields[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
@@ -44,25 +46,6 @@ func MountsUnder(dir string) ([]string, error) {
 	})
 	return out, nil
 }
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for space, ...).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // UnmountAll unmounts everything at or below dir, deepest first, detaching
 // what is busy; it repeats for stacked mounts until none is left.

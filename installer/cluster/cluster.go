@@ -1,0 +1,138 @@
+// Package cluster is the installer's Node in the apiserver, through
+// client-go: its Ready condition, its state label and annotation, and
+// Events on it. The apiserver keeps an Event about a Node (which has no
+// namespace) in the namespace default, as the kubelet's: `kubectl describe
+// node` lists them with the kubelet's, and `kubectl events --for node/NAME`.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cri-nstarget/cri-nstarget/installer"
+)
+
+// Component is the Events' source.
+const Component = "cri-nstarget-install"
+
+// EventNamespace is where the apiserver takes an Event about a Node.
+const EventNamespace = "default"
+
+// maxMessage bounds an Event's message, as the apiserver's own limit.
+const maxMessage = 1024
+
+// Nodes is the part of client-go's typed NodeInterface the installer uses.
+type Nodes interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+}
+
+// Events is one namespace's Events: the part of client-go's typed
+// EventInterface the installer uses.
+type Events interface {
+	Create(ctx context.Context, e *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
+}
+
+// Node is one Node, seen by the installer on it.
+type Node struct {
+	Nodes  Nodes
+	Events Events // the namespace default's (EventNamespace)
+	Name   string // the Node's
+	// Timeout bounds each call; default 10s.
+	Timeout time.Duration
+
+	mu  sync.Mutex
+	uid types.UID
+}
+
+func (n *Node) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	t := n.Timeout
+	if t == 0 {
+		t = 10 * time.Second
+	}
+	return context.WithTimeout(ctx, t)
+}
+
+// Ready is the Node's Ready condition and its last heartbeat.
+func (n *Node) Ready(ctx context.Context) (bool, time.Time, error) {
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	node, err := n.Nodes.Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, time.Time{}, fmt.Errorf("get node %s: %w", n.Name, err)
+	}
+	n.mu.Lock()
+	n.uid = node.UID
+	n.mu.Unlock()
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, c.LastHeartbeatTime.Time, nil
+		}
+	}
+	return false, time.Time{}, nil
+}
+
+// SetState sets the Node's state label and its detail annotation; an
+// empty state removes both.
+func (n *Node) SetState(ctx context.Context, state, detail string) error {
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	var label, note any // JSON null removes
+	if state != "" {
+		label, note = state, detail
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{installer.LabelState: label},
+		"annotations": map[string]any{installer.LabelState: note},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := n.Nodes.Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// Event posts an Event on the Node, best effort: an error is returned to
+// no one, the installer's log has the same message.
+func (n *Node) Event(ctx context.Context, warning bool, reason, message string) {
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	n.mu.Lock()
+	uid := n.uid
+	n.mu.Unlock()
+	if uid == "" {
+		if node, err := n.Nodes.Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+			uid = node.UID
+		}
+	}
+	typ := corev1.EventTypeNormal
+	if warning {
+		typ = corev1.EventTypeWarning
+	}
+	if len(message) > maxMessage {
+		message = message[:maxMessage-3] + "..."
+	}
+	now := metav1.Now()
+	_, _ = n.Events.Create(ctx, &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: EventNamespace},
+		InvolvedObject:      corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: uid},
+		Reason:              reason,
+		Message:             message,
+		Type:                typ,
+		Source:              corev1.EventSource{Component: Component, Host: n.Name},
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		ReportingController: "cri-nstarget.io/install",
+		ReportingInstance:   n.Name,
+	}, metav1.CreateOptions{})
+}

@@ -1,0 +1,410 @@
+package installer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cri-nstarget/cri-nstarget/installer/kubelet"
+	"github.com/cri-nstarget/cri-nstarget/installer/slots"
+)
+
+// node is a fake node for the installer: a host root in a directory (the
+// kubelet's files from a fixture of package kubelet), and in memory its
+// systemd, its kubelet, the shim, containerd's CRI, its mounts and its Node
+// in the apiserver. The kubelet it restarts reads its files as systemd
+// would start it (kubeadm's unit: KUBELET_KUBEADM_ARGS and
+// KUBELET_EXTRA_ARGS after its fixed flags); it is Ready once it has
+// reported a status after its start, when its runtime endpoint serves.
+type node struct {
+	t    *testing.T
+	root string
+	unit kubelet.Unit
+	base []string // the kubelet's fixed flags
+	// leases are the cluster's, shared by every installer of the test.
+	leases *fake.Clientset
+
+	mu sync.Mutex
+	// kubelet
+	pid      int
+	argv     []string
+	endpoint string // what the running kubelet read at its start
+	started  time.Time
+	// shim
+	shimLoaded, shimEnabled, shimActive bool
+	// faults
+	containerdDown  bool   // containerd.service not active
+	runtimeName     string // CRI Version's name; default containerd
+	notReadyViaShim bool   // the node is never Ready through the shim
+	// Node
+	labels map[string]string
+	events []string
+	// CRI, mounts
+	created map[string]bool
+	mounts  map[string]bool
+	// counts of systemd jobs, by "verb unit"
+	jobs map[string]int
+	// broken is the first time the kubelet pointed at a socket nothing
+	// served, seen at a point of the installer.
+	broken string
+}
+
+const shimSocket = "unix:///run/cri-nstarget/cri.sock"
+
+// newNode copies ../kubelet/testdata/FIXTURE's root and starts its kubelet.
+func newNode(t *testing.T, fixture string) *node {
+	t.Helper()
+	n := &node{t: t, root: t.TempDir(), leases: fake.NewClientset(), labels: map[string]string{},
+		created: map[string]bool{}, mounts: map[string]bool{}, jobs: map[string]int{}, runtimeName: "containerd"}
+	src := filepath.Join("kubelet", "testdata", fixture)
+	if err := os.CopyFS(n.root, os.DirFS(filepath.Join(src, "root"))); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(src, "unit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &n.unit); err != nil {
+		t.Fatal(err)
+	}
+	b, err = os.ReadFile(filepath.Join(src, "cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fixed flags are the fixture's command line up to what the
+	// environment files add.
+	for _, a := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(a, "--container-runtime-endpoint") || strings.HasPrefix(a, "--pod-infra") || strings.HasPrefix(a, "--node-ip") {
+			break
+		}
+		n.base = append(n.base, a)
+	}
+	n.startKubelet()
+	return n
+}
+
+// env reads VAR=VALUE (VALUE maybe double-quoted) from the host's file.
+func (n *node) env(file, name string) []string {
+	b, err := os.ReadFile(filepath.Join(n.root, file))
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+"="); ok {
+			return strings.Fields(strings.Trim(v, `"`))
+		}
+	}
+	return nil
+}
+
+// startKubelet starts the kubelet anew, reading its files (mu held or not
+// needed).
+func (n *node) startKubelet() {
+	n.pid += 100
+	n.argv = append(append(append([]string(nil), n.base...), n.env("/var/lib/kubelet/kubeadm-flags.env", "KUBELET_KUBEADM_ARGS")...),
+		n.env("/etc/default/kubelet", "KUBELET_EXTRA_ARGS")...)
+	proc := filepath.Join(n.root, "proc", strconv.Itoa(n.pid))
+	if err := os.MkdirAll(proc, 0o755); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "cmdline"), []byte(strings.Join(n.argv, "\x00")+"\x00"), 0o444); err != nil {
+		n.t.Fatal(err)
+	}
+	kn, err := kubelet.Read(n.root, n.argv, n.unit)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.endpoint, n.started = kubelet.DefaultEndpoint, time.Now()
+	if l, err := kubelet.Find(kn); err == nil {
+		n.endpoint = l.Endpoint
+	}
+}
+
+func (n *node) shimHealthy() bool {
+	b, err := os.ReadFile(filepath.Join(n.root, "usr/local/bin/cri-nstarget"))
+	return n.shimActive && err == nil && !bytes.Contains(b, []byte("BAD"))
+}
+
+// serves says whether the kubelet's endpoint answers.
+func (n *node) serves() bool {
+	if n.endpoint == shimSocket {
+		return n.shimHealthy()
+	}
+	return !n.containerdDown
+}
+
+func (n *node) Unit(_ context.Context, name string) (Unit, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch name {
+	case "kubelet.service":
+		return Unit{LoadState: "loaded", ActiveState: "active", MainPID: n.pid, Files: n.unit}, nil
+	case "containerd.service":
+		if n.containerdDown {
+			return Unit{LoadState: "loaded", ActiveState: "failed"}, nil
+		}
+		return Unit{LoadState: "loaded", ActiveState: "active", MainPID: 7}, nil
+	case UnitName:
+		if !n.shimLoaded {
+			if _, err := os.Stat(filepath.Join(n.root, "usr/lib/systemd/system", UnitName)); err == nil {
+				return Unit{LoadState: "loaded", ActiveState: "inactive", Files: kubelet.Unit{FragmentPath: "/usr/lib/systemd/system/" + UnitName}}, nil
+			}
+			return Unit{LoadState: "not-found", ActiveState: "inactive"}, nil
+		}
+		state := "inactive"
+		if n.shimActive {
+			state = "active"
+		}
+		return Unit{LoadState: "loaded", ActiveState: state, MainPID: 9, Files: kubelet.Unit{FragmentPath: UnitPath}}, nil
+	}
+	return Unit{LoadState: "not-found", ActiveState: "inactive"}, nil
+}
+
+func (n *node) job(verb, name string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.jobs[verb+" "+name]++
+	switch name {
+	case "kubelet.service":
+		if verb == "restart" {
+			n.startKubelet()
+		}
+		return nil
+	case UnitName:
+		if !n.shimLoaded {
+			return fmt.Errorf("unit %s not found", name)
+		}
+		switch verb {
+		case "start", "restart":
+			if verb == "start" && n.shimActive {
+				return nil
+			}
+			n.shimActive = true
+			if !n.shimHealthy() {
+				n.shimActive = false
+				return errors.New(`job "failed"`)
+			}
+		case "stop":
+			n.shimActive = false
+		}
+		return nil
+	}
+	return fmt.Errorf("unit %s not found", name)
+}
+
+func (n *node) Start(_ context.Context, name string) error   { return n.job("start", name) }
+func (n *node) Restart(_ context.Context, name string) error { return n.job("restart", name) }
+func (n *node) Stop(_ context.Context, name string) error    { return n.job("stop", name) }
+
+func (n *node) Enable(_ context.Context, name string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if name != UnitName || !n.shimLoaded {
+		return fmt.Errorf("enable %s: not loaded", name)
+	}
+	n.shimEnabled = true
+	return nil
+}
+
+func (n *node) Disable(_ context.Context, name string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.shimEnabled = false
+	return nil
+}
+
+func (n *node) Reload(context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.jobs["daemon-reload"]++
+	_, err := os.Stat(filepath.Join(n.root, UnitPath))
+	n.shimLoaded = err == nil
+	if !n.shimLoaded {
+		n.shimActive, n.shimEnabled = false, false
+	}
+	return nil
+}
+
+// Ready: the kubelet has reported a status since its start, stamped (at
+// the apiserver's precision, seconds) with the whole second after it, as a
+// real one does seconds after; Ready when its endpoint serves.
+func (n *node) Ready(context.Context) (bool, time.Time, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	hb := n.started.Truncate(time.Second).Add(time.Second)
+	ready := n.serves() && !(n.endpoint == shimSocket && n.notReadyViaShim)
+	return ready, hb, nil
+}
+
+func (n *node) SetState(_ context.Context, state, detail string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if state == "" {
+		delete(n.labels, LabelState)
+	} else {
+		n.labels[LabelState] = state
+	}
+	return nil
+}
+
+func (n *node) Event(_ context.Context, warning bool, reason, message string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.events = append(n.events, reason)
+}
+
+func (n *node) Serving(_ context.Context, socket string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if socket == filepath.Join(n.root, "/run/cri-nstarget/cri.sock") && n.shimHealthy() {
+		return nil
+	}
+	return fmt.Errorf("%s: connection refused", socket)
+}
+
+func (n *node) Runtime(_ context.Context, socket string) (string, string, error) {
+	if !strings.HasPrefix(socket, n.root) || !strings.HasSuffix(socket, "containerd.sock") {
+		return "", "", fmt.Errorf("%s: no such socket", socket)
+	}
+	return n.runtimeName, "v2.4.2", nil
+}
+
+func (n *node) Created(context.Context, string) (map[string]bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]bool{}
+	for k, v := range n.created {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (n *node) Under(dir string) ([]string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for m := range n.mounts {
+		if strings.HasPrefix(m, dir+"/") {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (n *node) Unmount(p string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.mounts[p] {
+		return fmt.Errorf("%s: not mounted", p)
+	}
+	delete(n.mounts, p)
+	return nil
+}
+
+// pin makes a pin of container id, as the shim does.
+func (n *node) pin(id string, created bool) {
+	p := "/run/cri-nstarget/pins/" + id + "/pid"
+	if err := os.MkdirAll(filepath.Join(n.root, path.Dir(p)), 0o700); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.root, p), nil, 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.mounts[p] = true
+	n.created[id] = created
+	n.mu.Unlock()
+}
+
+// check is called at every point of the installer: the kubelet never
+// points at a socket nothing serves.
+func (n *node) check(point string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// An upgrade restarts the shim under the kubelet, which is safe: the
+	// kubelet reconnects.
+	if n.endpoint == shimSocket && !n.shimActive && n.broken == "" && !strings.HasPrefix(point, "upgrade:") {
+		n.broken = point
+	}
+}
+
+// installer is a new installer process on n, for the shim binary shim:
+// every point of its run is passed to at, which says whether the process
+// is killed there.
+func (n *node) installer(version, shim string, at func(point string) bool) *Installer {
+	n.t.Helper()
+	log := logrus.New()
+	log.SetOutput(testWriter{n.t})
+	s, err := slots.New(slots.Options{Leases: n.leases.CoordinationV1().Leases("cri-nstarget"), Prefix: "cri-nstarget-install",
+		Count: 1, Holder: "node-a", Retry: 10 * time.Millisecond})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	in, err := New(Options{
+		Root: n.root, Version: version, Shim: []byte(shim), UnitTemplate: []byte("[Service]\nExecStart=@BINDIR@/cri-nstarget --config @SYSCONFDIR@/cri-nstarget/config.toml\n"),
+		EventsKubeconfig: []byte("apiVersion: v1\nkind: Config\n"),
+		HealthTimeout:    300 * time.Millisecond, ReadyTimeout: 500 * time.Millisecond, Poll: 20 * time.Millisecond,
+		Systemd: n, Cluster: n, CRI: n, Mounts: n, Slots: s, Log: log,
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	in.crash = func(point string) bool {
+		n.check(point)
+		return at != nil && at(point)
+	}
+	return in
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// tree is every file under the node's root with its content's hash, but
+// /proc: what the host looks like.
+func (n *node) tree() map[string]string {
+	out := map[string]string{}
+	err := filepath.WalkDir(n.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(n.root, p)
+		if rel == "proc" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			out[rel+"/"] = ""
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[rel] = sha(b)
+		return nil
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return out
+}
