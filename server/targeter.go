@@ -58,9 +58,9 @@ type (
 // request as bytes and a function that forwards bytes; nothing here knows
 // how calls arrive. A TARGET create goes plan (target_plan.go), prepare
 // (target_prepare.go: the target resolved and opened), decide
-// (target_decide.go, pure, with the pins taken through target_pins.go) and
+// (target_decide.go, with the pins taken through target_pins.go) and
 // render (target_render.go), inside containerd's create through NRI
-// (nri_answer.go) or after it (target_create.go). What has state or a
+// (target_create_nri.go) or after it (target_create.go). What has state or a
 // lifetime of its own is elsewhere: the pins on disk (package pins), the
 // intent records (package intents) and crash recovery (reconciler), the
 // NRI connection (package nriplugin, behind nriAdapter), and the log,
