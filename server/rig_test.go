@@ -82,11 +82,18 @@ type rig struct {
 
 func newRig(t testing.TB, strict bool) *rig {
 	t.Helper()
-	return newRigWith(t, strict)
+	return buildRig(t, strict, nil)
 }
 
 // newRigWith is newRig with options for the shim's grpc.Server.
 func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
+	t.Helper()
+	return buildRig(t, strict, nil, grpcOpts...)
+}
+
+// buildRig is a rig whose shim is built, as New builds it, from one deps
+// value: the fakes, the kernel's side faked, and nri (nil: the Update path).
+func buildRig(t testing.TB, strict bool, nri *nriplugin.Plugin, grpcOpts ...grpc.ServerOption) *rig {
 	t.Helper()
 	r := &rig{
 		backend: &fakeBackend{},
@@ -107,8 +114,8 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, intents.New(t.TempDir()), strict, logrus.NewEntry(log), nil, grpcOpts...)
-	r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+	k := hostKernel()
+	k.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 		r.opened = append(r.opened, kinds)
 		hs := make([]*namespaces.Handle, len(kinds))
 		for i, k := range kinds {
@@ -116,8 +123,21 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 		}
 		return hs, nil
 	}
-	r.server.target.hasInit = func(string) (bool, error) { return r.live, nil }
-	r.server.target.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
+	k.hasInit = func(string) (bool, error) { return r.live, nil }
+	k.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
+	r.server = newServer(deps{
+		backend:  r.direct,
+		cri:      runtimeapi.NewRuntimeServiceClient(r.direct),
+		tasks:    r.tasks,
+		specs:    r.specs,
+		pins:     r.pins,
+		intents:  intents.New(t.TempDir()),
+		kernel:   k,
+		nri:      nri,
+		strict:   strict,
+		log:      logrus.NewEntry(log),
+		grpcOpts: grpcOpts,
+	})
 	r.shimLis = bufconn.Listen(1 << 20)
 	go r.server.Serve(r.shimLis)
 	t.Cleanup(func() {
@@ -136,14 +156,13 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 // that spec with the adjustment applied, as containerd does.
 func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
 	t.Helper()
-	r := newRig(t, strict)
 	a, socket := nriRuntime(t, opts...)
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
+	r := buildRig(t, strict, p) // which runs p until its Shutdown
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go p.Run(ctx)
 	// connected once an event reaches the plugin through the runtime
 	probe := &nriapi.CreateContainerRequest{Pod: &nriapi.PodSandbox{Id: "probe"},
 		Container: &nriapi.Container{Id: "probe", PodSandboxId: "probe", Name: "probe", Linux: &nriapi.LinuxContainer{}}}
@@ -159,7 +178,6 @@ func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
 		answered, _ := p.Settle(ctx, token)
 		return answered
 	})
-	r.server.nri, r.server.target.nri, r.server.target.removals = p, p, p
 	r.nri, r.nriSocket = a, socket
 	r.adjusted = map[string]*nriapi.ContainerAdjustment{}
 	r.backend.nri = r.nriEvent

@@ -64,9 +64,8 @@ type (
 // lifetime of its own is elsewhere: the pins on disk (package pins), the
 // intent records (package intents) and crash recovery (reconciler), the
 // NRI connection (package nriplugin, behind nriAdapter), and the log,
-// metrics and Events (reporter). Every field is set by newServer (nri,
-// removals, lookup and nriOnly by useNRI and New) before the first call,
-// and never changes after.
+// metrics and Events (reporter). Every field is set by newServer, from
+// one deps value, before the first call, and never changes after.
 type targeter struct {
 	cri    backendCRI
 	tasks  taskLookup
@@ -77,11 +76,7 @@ type targeter struct {
 	log    *logrus.Entry
 	report reporter
 	recon  *reconciler
-	// the kernel's side (package namespaces), replaced in unit tests
-	openNS  func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error)
-	hasInit func(path string) (bool, error)
-	canJoin func(h *namespaces.Handle, userns string) (bool, error)
-	stat    func(path string) (namespaces.ID, error)
+	kernel // the kernel's side (package namespaces), replaced in unit tests
 
 	nri      nriAdapter  // nil: the Update path only
 	removals removalGate // nil: RemovePodSandbox waits for nothing
