@@ -52,7 +52,8 @@
 //	                   the pins taken in one step through what it is handed,
 //	                   the ipc /dev/shm; no I/O but the kernel's checks and
 //	                   the pins, both injected
-//	target_pins.go     the pins one create takes (createPins): take, and the
+//	target_pins.go     the pins one create takes (createPins): take, keep
+//	                   (the container answered with joins them), and the
 //	                   one undo, release
 //	target_render.go   a decision as spec options, or as an NRI adjustment
 //	report.go          the log lines, the targeting metric, the Events
@@ -79,8 +80,9 @@
 //
 // and besides:
 //
-//	server.go          the grpc.Server: options and bounds, method
-//	                   registration, Serve, Shutdown; the server's lifetime
+//	server.go          the grpc.Server built once from one deps value (New,
+//	                   newServer): options and bounds, method registration,
+//	                   Serve, Shutdown; the server's lifetime
 //	passthrough.go     raw forwarding of unary calls, and of streams with one
 //	                   forwarder per direction (grpc-proxy's pattern)
 //	codec.go           the raw codec: messages stay bytes in grpc's buffers
@@ -91,7 +93,7 @@
 //	targeter.go        the targeter: the hooks' dependencies, small interfaces
 //	container_start.go, container_remove.go, sandbox_remove.go, sandbox_run.go
 //	                   the other hooks
-//	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), wiring
+//	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), the plugin (newNRI)
 //	containerd.go      containerd's own API: a CRI container with its task's
 //	                   pid, task pids, stored specs
 //	failpoint*.go      crash points for the crash tests (build tag failpoints)
@@ -120,7 +122,7 @@
 //
 // Locks, and what each guards (each is also said on its struct):
 //
-//	reconciler.mu       one reconcile at a time (reconcile.go); taken before flights.mu
+//	reconciler.mu       one reconcile at a time (reconcile.go), across its backend calls; taken before flights.mu
 //	flights.mu          the ids in flight (records, pins) (a leaf)
 //	verifier.mu         the reads at tasks' creation, until their check (a leaf)
 //	exitWatch.mu        who joined which target, and their exits (a leaf)
@@ -128,7 +130,10 @@
 //	sideQueue.mu        when each channel's drops were last logged (a leaf)
 //	nriplugin's locks   its own (a leaf each; see its doc.go)
 //
-// No lock is held across a call to the backend. Besides these, what calls
-// share is grpc's connections, the health server, the pins on disk and
-// containerd's state.
+// No lock is held across a call to the backend but reconciler.mu, which
+// undoRecorded holds across ListContainers and RemoveContainer so that one
+// reconcile runs at a time: only reconciles take it (start-up's and the
+// reconciler's loop), never a call's handler, so no call waits on it.
+// Besides these, what calls share is grpc's connections, the health server,
+// the pins on disk and containerd's state.
 package server

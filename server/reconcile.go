@@ -50,7 +50,9 @@ type reconciler struct {
 	// life is the server's (Server.life): its loop ends with it.
 	life context.Context
 
-	// mu: one reconcile at a time. Lock order: mu, then flights.mu.
+	// mu: one reconcile at a time, held across its calls to the backend
+	// (only reconciles take it, never a call's handler). Lock order: mu,
+	// then flights.mu.
 	mu      sync.Mutex
 	flights flights
 	// pinning holds the containers pinned by a create still in flight
