@@ -40,7 +40,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/criwire"
-	"github.com/cri-nstarget/cri-nstarget/events"
 	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
@@ -857,19 +856,19 @@ func (f *fakeMetrics) outcomes() []string {
 // sink is an EventSink that keeps what it is given.
 type sink struct {
 	mu  sync.Mutex
-	got []events.Event
+	got []Event
 }
 
-func (s *sink) Post(e events.Event) {
+func (s *sink) Post(e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.got = append(s.got, e)
 }
 
-func (s *sink) posted() []events.Event {
+func (s *sink) posted() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]events.Event(nil), s.got...)
+	return append([]Event(nil), s.got...)
 }
 
 // fakeLookup is containerd's metadata of the targets: each is in the

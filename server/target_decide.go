@@ -57,11 +57,11 @@ func decisionFor(req criwire.Create, p *plan, tg *target) decision {
 
 // podOf is the pod a request's sandbox_config names, for the record; nil
 // when it names none.
-func podOf(p criwire.Pod) *oci.Pod {
-	if p == (criwire.Pod{}) {
+func podOf(p oci.Pod) *oci.Pod {
+	if p == (oci.Pod{}) {
 		return nil
 	}
-	return &oci.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+	return &p
 }
 
 func (d *decision) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
