@@ -45,21 +45,23 @@ ARGS               ?=
 
 all: build
 
-build:
-	$(GO) build -tags $(SHIM_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/cri-nstarget
+build: shim
 	$(GO) build -o bin/nstarget-lab ./cmd/nstarget-lab
 
 deps:
 	./hack/deps.sh
 
+# The build tags whose files vet and lint check, each with its packages
+# (several joined by +), beside the default build's ./...
+CHECK_TAGS := integration=./... e2e=./e2e/ node=./e2e/node/ upstream=./e2e/upstream/ \
+	failpoints=./server/+./cmd/... soakbreak_intents=./server/ soakbreak_nrigate=./nriplugin/
+# $(call each_tag,command): command -tags TAG PACKAGES for each of CHECK_TAGS.
+each_tag = @set -e; for c in $(CHECK_TAGS); do pkgs="$$(echo $${c\#*=} | tr + ' ')"; \
+	echo "$(1) -tags $${c%%=*} $$pkgs"; $(1) -tags $${c%%=*} $$pkgs; done
+
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags integration ./...
-	$(GO) vet -tags e2e ./e2e/
-	$(GO) vet -tags node ./e2e/node/
-	$(GO) vet -tags upstream ./e2e/upstream/
-	$(GO) vet -tags soakbreak_intents ./server/
-	$(GO) vet -tags soakbreak_nrigate ./nriplugin/
+	$(call each_tag,$(GO) vet)
 
 # Static checks: gofmt leaves nothing to change, go vet (above), and
 # staticcheck at a pinned version (run from the module proxy, never in go.mod).
@@ -68,13 +70,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 lint: vet
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
-	$(GO) run $(STATICCHECK) -tags integration ./...
-	$(GO) run $(STATICCHECK) -tags e2e ./e2e/
-	$(GO) run $(STATICCHECK) -tags node ./e2e/node/
-	$(GO) run $(STATICCHECK) -tags upstream ./e2e/upstream/
-	$(GO) run $(STATICCHECK) -tags failpoints ./server/ ./cmd/...
-	$(GO) run $(STATICCHECK) -tags soakbreak_intents ./server/
-	$(GO) run $(STATICCHECK) -tags soakbreak_nrigate ./nriplugin/
+	$(call each_tag,$(GO) run $(STATICCHECK))
 
 unit:
 	$(LEG) $(GO) test -count=1 ./...
@@ -174,7 +170,12 @@ bkey = $(subst .,,$(1))
 containerd_bin = $(if $(CONTAINERD_$(call bkey,$(1))),$$(CONTAINERD_VERSION=$(CONTAINERD_$(call bkey,$(1))) ./hack/containerd.sh)/containerd,containerd)
 runc_bin       = $(if $(RUNC_$(call bkey,$(1))),$$(RUNC_VERSION=$(RUNC_$(call bkey,$(1))) ./hack/runc.sh)/runc)
 backend_env    = NSTARGET_CONTAINERD="$(call containerd_bin,$(1))" $(if $(RUNC_$(call bkey,$(1))),NSTARGET_RUNC="$(call runc_bin,$(1))")
-kubelet_bin    = $$(KUBERNETES_VERSION=$(KUBELET_$(call bkey,$(1))) ./hack/kubernetes.sh --kubelet)/kubelet
+kubelet_bin    = $(call kubernetes,$(KUBELET_$(call bkey,$(1))),--kubelet)/kubelet
+# Kubernetes at version $(1), built once into the cache (hack/kubernetes.sh,
+# with flags $(2)): the command (kubernetes_sh), and as shell text the
+# directory it prints (kubernetes).
+kubernetes_sh  = KUBERNETES_VERSION=$(1) ./hack/kubernetes.sh$(if $(2), $(2))
+kubernetes     = $$($(call kubernetes_sh,$(1),$(2)))
 
 # What each backend's legs add to the environment and the arguments.
 INTEGRATION_ENV_24 := NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec NSTARGET_REQUIRE_USERNS=1 NSTARGET_REQUIRE_NRI=1
@@ -238,15 +239,15 @@ integration-containerd-2.4-update: deps build
 # TestCRIListStreaming needs a kubelet of 1.36 or later (its gate); it runs
 # on 2.4, which implements the streaming lists, and on 2.3, which answers
 # them Unimplemented (the kubelet's fallback).
-kube_env = NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" \
+kube_env = NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" \
 	NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" NSTARGET_SHIM_BINARY=$(CURDIR)/$(BIN)
 E2E_TEST = $(GO) test -tags e2e -count=1 -v -timeout 15m ./e2e/
 # The newest release whole, each backend's kubelet (one build at a time), etcd.
 .PHONY: e2e-tools
 e2e-tools: deps build
-	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh >/dev/null
+	$(call kubernetes_sh,$(KUBERNETES_NEWEST)) >/dev/null
 	for v in $(sort $(foreach b,$(BACKENDS),$(KUBELET_$(call bkey,$(b))))); do \
-		KUBERNETES_VERSION=$$v ./hack/kubernetes.sh --kubelet >/dev/null || exit 1; done
+		$(call kubernetes_sh,$$v,--kubelet) >/dev/null || exit 1; done
 	./hack/etcd.sh >/dev/null
 
 # A busy node under random faults (issue 36; cmd/nstarget-soak,
@@ -278,7 +279,7 @@ SOAK_ARGS     ?=
 soak: deps build
 	$(GO) build -o bin/nstarget-soak ./cmd/nstarget-soak
 	./bin/nstarget-soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_BREAK),--break $(SOAK_BREAK)) \
-		--shim-binary $(BIN) --kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" \
+		--shim-binary $(BIN) --kubernetes-bin "$(call kubernetes,$(KUBERNETES_NEWEST))" \
 		--kubelet "$(call kubelet_bin,$(SOAK_BACKEND))" \
 		--etcd "$$(./hack/etcd.sh)/etcd" --containerd "$(call containerd_bin,$(SOAK_BACKEND))" \
 		--runc "$(call runc_bin,$(SOAK_BACKEND))" --logs $(CURDIR)/bin/soak $(SOAK_ARGS)
@@ -310,8 +311,8 @@ upstream_env    = $(kube_env) NSTARGET_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' \
 PROJECT_E2E    ?= bin/nstarget-e2e.test
 .PHONY: e2e-upstream-tools
 e2e-upstream-tools: e2e-tools
-	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --upstream-e2e >/dev/null
-	$(if $(PROJECT_E2E),KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --project-e2e $(PROJECT_E2E) >/dev/null)
+	$(call kubernetes_sh,$(KUBERNETES_NEWEST),--upstream-e2e) >/dev/null
+	$(if $(PROJECT_E2E),$(call kubernetes_sh,$(KUBERNETES_NEWEST),--project-e2e $(PROJECT_E2E)) >/dev/null)
 
 # Each backend's legs. $(LEG) names a leg after its target.
 define backend_legs
@@ -332,7 +333,7 @@ e2e-upstream-containerd-$(1): e2e-upstream-tools
 endef
 $(foreach b,$(BACKENDS) $(MATRIX_BACKENDS),$(eval $(call backend_legs,$(b))))
 
-.PHONY: integration conformance-legs e2e e2e-upstream matrix
+.PHONY: integration e2e e2e-upstream matrix
 integration: $(addprefix integration-containerd-,$(BACKENDS))
 e2e: $(addprefix e2e-containerd-,$(BACKENDS))
 e2e-upstream: $(addprefix e2e-upstream-containerd-,$(BACKENDS))
@@ -405,7 +406,7 @@ bench: deps build
 BENCH_EVENTS_ARGS ?=
 .PHONY: bench-events
 bench-events: deps build
-	$(GO) run ./cmd/nstarget-bench events --shim-binary $(BIN) --kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" \
+	$(GO) run ./cmd/nstarget-bench events --shim-binary $(BIN) --kubernetes-bin "$(call kubernetes,$(KUBERNETES_NEWEST))" \
 		--etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_EVENTS_ARGS)
 
 # The TARGET create measure on one backend (BENCH_BACKEND: 2.4, the NRI
@@ -431,7 +432,7 @@ BENCH_NODE_ARGS ?=
 .PHONY: bench-node
 bench-node: deps build
 	$(call backend_env,2.4) $(GO) run ./cmd/nstarget-bench node -shim-binary $(BIN) \
-		-kubernetes-bin "$$(KUBERNETES_VERSION=$(KUBELET_24) ./hack/kubernetes.sh)" -etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_NODE_ARGS)
+		-kubernetes-bin "$(call kubernetes,$(KUBELET_24))" -etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_NODE_ARGS)
 
 clean:
 	rm -rf bin
@@ -638,7 +639,7 @@ node-tools: deps node-image crictl
 	done
 	$(MAKE) --no-print-directory image VERSION=$(word 1,$(NODE_DEB_VERSIONS)) IMAGE_VERSION=v0.0.0-node.bad IMAGE_OUT=bin/node/image-bad \
 		IMAGE_SHIM=$(NODE_AGENT) >/dev/null
-	KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh --upstream-e2e >/dev/null
+	$(call kubernetes_sh,$(KUBERNETES_NEWEST),--upstream-e2e) >/dev/null
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_CPUS=$(NODE_CPUS) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
 	NSTARGET_NODE_DEB="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/cri-nstarget_*_amd64.deb)" \
@@ -647,7 +648,7 @@ node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(
 	NSTARGET_NODE_IMAGE_V1="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
 	NSTARGET_NODE_IMAGE_V2="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
 	NSTARGET_NODE_IMAGE_BAD=$(CURDIR)/bin/node/image-bad/oci \
-	NSTARGET_KUBERNETES_BIN="$$(KUBERNETES_VERSION=$(KUBERNETES_NEWEST) ./hack/kubernetes.sh)" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
+	NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
 	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD_VERSION=$(CONTAINERD_24) ./hack/containerd.sh)" NSTARGET_RUNC2="$(call runc_bin,2.4)"
 NODE_TEST = $(GO) test -tags node -count=1 -v -timeout 40m ./e2e/node/
 node-e2e: node-tools

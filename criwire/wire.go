@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
 // Field numbers of runtime/v1/api.proto (fields_test.go checks them).
@@ -57,10 +59,9 @@ type Create struct {
 	Pod Pod
 }
 
-// Pod is a PodSandboxMetadata's name, uid and namespace.
-type Pod struct {
-	Name, UID, Namespace string
-}
+// Pod is a PodSandboxMetadata's name, uid and namespace: the one the
+// shim's records carry.
+type Pod = oci.Pod
 
 // Namespaces is a NamespaceOption's modes and target. Strings are the bytes
 // sent, UTF-8 or not.

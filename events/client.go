@@ -63,9 +63,9 @@ func Config(path string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// newClient makes a client of the kubeconfig at path. node, if not empty,
-// is the Events' source host.
-func newClient(path, userAgent string, timeout time.Duration, node string) (*client, error) {
+// newClient makes a client of the kubeconfig at path. The Events' source
+// host is the node its identity names (NodeOf).
+func newClient(path, userAgent string, timeout time.Duration) (*client, error) {
 	cfg, err := Config(path)
 	if err != nil {
 		return nil, err
@@ -82,10 +82,7 @@ func newClient(path, userAgent string, timeout time.Duration, node string) (*cli
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	user := Identity(cfg)
-	if node == "" {
-		node = NodeOf(user)
-	}
-	return &client{pods: pods.Resource(podsResource), events: evs.Resource(eventsResource), node: node, server: cfg.Host, user: user}, nil
+	return &client{pods: pods.Resource(podsResource), events: evs.Resource(eventsResource), node: NodeOf(user), server: cfg.Host, user: user}, nil
 }
 
 // Identity says who cfg authenticates as, as far as the file tells: the

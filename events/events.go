@@ -10,6 +10,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/time/rate"
+
+	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
 // Event is what the shim has to say about one container of a pod.
@@ -21,8 +23,9 @@ type Event struct {
 	Message   string // at most MaxMessage bytes of it are posted
 }
 
-// Pod is a pod as its CRI client named it (PodSandboxMetadata).
-type Pod struct{ Namespace, Name, UID string }
+// Pod is a pod as its CRI client named it (PodSandboxMetadata): the one
+// the shim's records carry.
+type Pod = oci.Pod
 
 // MaxMessage bounds an Event's message, in bytes.
 const MaxMessage = 1024
@@ -78,22 +81,22 @@ type Options struct {
 	// kubelet's, /etc/kubernetes/kubelet.conf, by default). It is read at
 	// the first event and again whenever it changes.
 	Kubeconfig string
-	// Node is the Event's source host; default: NAME of a client
-	// certificate for system:node:NAME (the kubelet's identity), else the
-	// host name.
-	Node      string
-	UserAgent string
-	Log       *logrus.Entry
-	Metrics   Metrics // nil: none
+	UserAgent  string
+	Log        *logrus.Entry
+	Metrics    Metrics // nil: none
 
-	QueueSize      int           // events waiting to be posted; 256
-	QPS            float64       // events posted per second, sustained; 5
-	Burst          int           // and in a burst; 25
-	Attempts       int           // per event, when the apiserver does not answer or fails; 3
-	Backoff        time.Duration // before the second attempt, doubled for each next; 500ms
-	RequestTimeout time.Duration // per request; 10s
-	LogEvery       time.Duration // a drop reason is logged at most once per; 5m
+	QueueSize int           // events waiting to be posted; 256
+	QPS       float64       // events posted per second, sustained; 5
+	Burst     int           // and in a burst; 25
+	Backoff   time.Duration // before the second attempt, doubled for each next; 500ms
 }
+
+// Bounds no caller sets.
+const (
+	attempts       = 3                // per event, when the apiserver does not answer or fails
+	requestTimeout = 10 * time.Second // per request
+	logEvery       = 5 * time.Minute  // a drop reason is logged at most once per
+)
 
 func (o *Options) defaults() {
 	def := func(v *int, d int) {
@@ -103,14 +106,13 @@ func (o *Options) defaults() {
 	}
 	def(&o.QueueSize, 256)
 	def(&o.Burst, 25)
-	def(&o.Attempts, 3)
 	if o.QPS <= 0 {
 		o.QPS = 5
 	}
 	for _, d := range []struct {
 		v *time.Duration
 		d time.Duration
-	}{{&o.Backoff, 500 * time.Millisecond}, {&o.RequestTimeout, 10 * time.Second}, {&o.LogEvery, 5 * time.Minute}} {
+	}{{&o.Backoff, 500 * time.Millisecond}} {
 		if *d.v <= 0 {
 			*d.v = d.d
 		}
@@ -150,7 +152,7 @@ func New(opts Options) *Sink {
 	s := &Sink{
 		opts:     opts,
 		queue:    make(chan Event, opts.QueueSize),
-		drops:    &dropLog{every: opts.LogEvery, last: map[string]time.Time{}, since: map[string]int{}},
+		drops:    &dropLog{every: logEvery, last: map[string]time.Time{}, since: map[string]int{}},
 		draining: make(chan struct{}),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -262,7 +264,7 @@ func (s *Sink) send(ctx context.Context, e Event) (string, error) {
 			return reason, nil
 		case ctx.Err() != nil:
 			return ReasonShutdown, err
-		case reason != ReasonUnreachable || attempt >= s.opts.Attempts:
+		case reason != ReasonUnreachable || attempt >= attempts:
 			return reason, err
 		}
 		if !sleep(ctx, backoff) {
@@ -316,7 +318,7 @@ func (s *Sink) client() (*client, string, error) {
 	if s.conn != nil && s.conn.stamp == st {
 		return s.conn, "", nil
 	}
-	c, err := newClient(s.opts.Kubeconfig, s.opts.UserAgent, s.opts.RequestTimeout, s.opts.Node)
+	c, err := newClient(s.opts.Kubeconfig, s.opts.UserAgent, requestTimeout)
 	if err != nil {
 		s.conn = nil
 		return nil, ReasonBadKubeconfig, err
@@ -351,7 +353,7 @@ func (s *Sink) dropped(reason string, e Event, err error) {
 		return
 	}
 	entry := s.opts.Log.WithFields(logrus.Fields{"reason": reason, "pod": e.Pod.Namespace + "/" + e.Pod.Name, "container": e.Container,
-		"dropped": n, "next_log_in": s.opts.LogEvery.String()})
+		"dropped": n, "next_log_in": logEvery.String()})
 	if err != nil {
 		entry = entry.WithError(err)
 	}

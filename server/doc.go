@@ -16,8 +16,8 @@
 // it is tested without a server (target_decide_test.go).
 //
 // Where things are, in the order a TARGET create goes through them, each
-// once (from the request's bytes to the answer; the answer's own steps,
-// decide to render, run inside containerd's create):
+// once (from the request's bytes to the answer; on the NRI path the
+// answer's own steps, decide to render, run inside containerd's create):
 //
 //	container_create.go  createContainer, the hook: the request read off the
 //	                   wire with its forwarded forms (one criwire step, the
@@ -25,29 +25,35 @@
 //	                   createTargeted, or forwarded as it came
 //	target_plan.go     plan: what a request asks for (planFor), validated
 //	target_create.go   createTargeted, the targeted create top to bottom:
-//	                   prepare, record the intent, forward, point (the NRI
-//	                   answer's, or the spec through containerd's API),
-//	                   report; each acquisition followed by its undo,
-//	                   deferred on retErr
+//	                   prepare, record the intent, create through one path,
+//	                   keep the pins the container joins, report; each
+//	                   resource with one owner and one deferred undo. The
+//	                   two paths, each top to bottom: createViaNRI (the
+//	                   answer registered, the forward, the answer settled;
+//	                   the Update path when the runtime refuses namespace
+//	                   adjustments, createConflicted when another plugin
+//	                   wins) and createViaUpdate (what is decided before the
+//	                   container exists, before; the forward; the spec
+//	                   pointed through containerd's API, pointSpec)
+//	nri_answer.go      the NRI answer (nriAnswer): registered by the NRI
+//	                   path (expect), run inside containerd's create
 //	target_prepare.go  the resolved target (target) and its preparation:
 //	                   the target found with its pid (one call to
 //	                   containerd's API for a full id), the namespaces opened
 //	                   through a pidfd, the pid confirmed; opened by prepare,
 //	                   closed by the create
-//	reconcile.go       crash recovery: the intent record written before the
-//	                   forward (begin, flight), discard, reconcile, stale
-//	                   pins
-//	target_forward.go  the forward, in one try or two: each registers its
-//	                   NRI answer, sends the request's form for it, and
-//	                   settles the event; the second try is the retry
-//	                   without NRI's adjustment
-//	nri_answer.go      the NRI answer and its state (nriAnswer): registered
-//	                   by each try of the forward, run inside containerd's
-//	                   create
+//	reconcile.go       crash recovery: the intent record of a create in
+//	                   flight (begin, flight: forwarded, made, end),
+//	                   reconcile, stale pins
 //	target_decide.go   the decision (decision): what is decided before the
-//	                   container exists, decide (what joins, the pins taken in
-//	                   one step, the ipc /dev/shm), strict refusals; pure
-//	target_pins.go     the pins one create takes (createPins): take, and the
+//	                   container exists (decisionFor), the one decision of
+//	                   both paths (decideContainer: the pid's confirmation,
+//	                   decide, strict mode's refusal); decide is what joins,
+//	                   the pins taken in one step through what it is handed,
+//	                   the ipc /dev/shm; no I/O but the kernel's checks and
+//	                   the pins, both injected
+//	target_pins.go     the pins one create takes (createPins): take, keep
+//	                   (the container answered with joins them), and the
 //	                   one undo, release
 //	target_render.go   a decision as spec options, or as an NRI adjustment
 //	report.go          the log lines, the targeting metric, the Events
@@ -74,8 +80,9 @@
 //
 // and besides:
 //
-//	server.go          the grpc.Server: options and bounds, method
-//	                   registration, Serve, Shutdown; the server's lifetime
+//	server.go          the grpc.Server built once from one deps value (New,
+//	                   newServer): options and bounds, method registration,
+//	                   Serve, Shutdown; the server's lifetime
 //	passthrough.go     raw forwarding of unary calls, and of streams with one
 //	                   forwarder per direction (grpc-proxy's pattern)
 //	codec.go           the raw codec: messages stay bytes in grpc's buffers
@@ -86,7 +93,7 @@
 //	targeter.go        the targeter: the hooks' dependencies, small interfaces
 //	container_start.go, container_remove.go, sandbox_remove.go, sandbox_run.go
 //	                   the other hooks
-//	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), wiring
+//	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), the plugin (newNRI)
 //	containerd.go      containerd's own API: a CRI container with its task's
 //	                   pid, task pids, stored specs
 //	failpoint*.go      crash points for the crash tests (build tag failpoints)
@@ -102,10 +109,12 @@
 // each for its lifetime: the preparation writes the target once, before it
 // is done, and everyone after only reads it; the decision and the pins are
 // the create's handler's, except while its NRI event is being answered
-// (answerTargeting, on the NRI stub's goroutine), which writes its own
+// (nriAnswer.adjust, on the NRI stub's goroutine), which writes its own
 // decision into its nriAnswer and takes pins into the create's createPins;
-// nriplugin's Settle hands both back only once that answer is done. Strict
-// refusals are reported once, by the create that returns them.
+// nriplugin's Settle hands both back only once that answer is done. The
+// registration is settled by a deferred Settle too, so that a panic in the
+// forward leaves nothing registered. Strict refusals are reported once, by
+// the create that returns them.
 //
 // Errors are wrapped with context inside and turned into a gRPC status once,
 // in instrument (instrument.go); statuses from the backend pass through
@@ -113,15 +122,18 @@
 //
 // Locks, and what each guards (each is also said on its struct):
 //
-//	reconciler.mu       one reconcile at a time (reconcile.go); taken before flights.mu
-//	flights.mu          the ids in flight (records, pins), and the reconciler loop (a leaf)
+//	reconciler.mu       one reconcile at a time (reconcile.go), across its backend calls; taken before flights.mu
+//	flights.mu          the ids in flight (records, pins) (a leaf)
 //	verifier.mu         the reads at tasks' creation, until their check (a leaf)
 //	exitWatch.mu        who joined which target, and their exits (a leaf)
 //	handlers.mu         the pods' runtime handlers and what is known of each (a leaf)
 //	sideQueue.mu        when each channel's drops were last logged (a leaf)
 //	nriplugin's locks   its own (a leaf each; see its doc.go)
 //
-// No lock is held across a call to the backend. Besides these, what calls
-// share is grpc's connections, the health server, the pins on disk and
-// containerd's state.
+// No lock is held across a call to the backend but reconciler.mu, which
+// undoRecorded holds across ListContainers and RemoveContainer so that one
+// reconcile runs at a time: only reconciles take it (start-up's and the
+// reconciler's loop), never a call's handler, so no call waits on it.
+// Besides these, what calls share is grpc's connections, the health server,
+// the pins on disk and containerd's state.
 package server

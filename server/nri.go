@@ -51,20 +51,17 @@ type pathRecorder interface {
 	TargetingPath(via string)
 }
 
-// useNRI makes s an NRI plugin on socket, connecting in the background until
-// Shutdown; with only, TARGET creates are refused while NRI is not usable
-// instead of taking the Update path.
-func (s *Server) useNRI(socket string, only bool) {
-	t := s.target
+// newNRI is the shim as an NRI plugin on socket, which says each change of
+// the targeting path in the log and the metrics (m); newServer runs it.
+func newNRI(socket string, log *logrus.Entry, m Metrics) *nriplugin.Plugin {
 	path := func(usable bool, why string) {
 		via := pathOf(usable)
-		if m, ok := s.metrics.(pathRecorder); ok {
-			m.TargetingPath(via)
+		if r, ok := m.(pathRecorder); ok {
+			r.TargetingPath(via)
 		}
-		t.log.WithFields(logrus.Fields{"via": via, "why": why}).Info("targeting path")
+		log.WithFields(logrus.Fields{"via": via, "why": why}).Info("targeting path")
 	}
-	p := nriplugin.New(socket, t.log, path)
+	p := nriplugin.New(socket, log, path)
 	path(p.Usable())
-	s.nri, t.nri, t.removals, t.nriOnly = p, p, p, only
-	go p.Run(s.life)
+	return p
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -49,26 +50,28 @@ type reconciler struct {
 	// life is the server's (Server.life): its loop ends with it.
 	life context.Context
 
-	// mu: one reconcile at a time. Lock order: mu, then flights.mu.
+	// mu: one reconcile at a time, held across its calls to the backend
+	// (only reconciles take it, never a call's handler). Lock order: mu,
+	// then flights.mu.
 	mu      sync.Mutex
 	flights flights
 	// pinning holds the containers pinned by a create still in flight
 	// (createPins): containerd may not list them yet (pinned in their NRI
 	// event), and releaseStale must leave their pins alone.
 	pinning flights
+	// looping: a reconciler loop runs (reconcileSoon).
+	looping atomic.Bool
 }
 
 func newReconciler(life context.Context, cri backendCRI, pins pinStore, records intentStore, log *logrus.Entry) *reconciler {
 	return &reconciler{cri: cri, pins: pins, intents: records, log: log, life: life}
 }
 
-// flights is a set of ids in flight in this process, and (for the records'
-// set) whether a reconciler loop runs.
+// flights is a set of ids in flight in this process.
 type flights struct {
-	// mu guards ids and looping; a leaf.
-	mu      sync.Mutex
-	ids     map[string]bool
-	looping bool
+	// mu guards ids; a leaf.
+	mu  sync.Mutex
+	ids map[string]bool
 }
 
 func (f *flights) add(id string) {
@@ -92,14 +95,17 @@ func (f *flights) has(id string) bool {
 	return f.ids[id]
 }
 
-// flight is one create's intent record, from begin to end. It belongs to
-// the create's handler.
+// flight is one create's intent record, from begin to end, and what the
+// backend may hold for it. It belongs to the create's handler, which tells
+// it how each forward went (forwarded) and the container made (made); end
+// removes the record, or leaves it to the reconciler.
 type flight struct {
 	r      *reconciler
-	record intents.Record
-	// handedOver: the record stays for the reconciler (the backend may have
-	// made the container, or it could not be removed).
-	handedOver bool
+	record intents.Record // with the container, once made
+	// unknown: the backend may have made a container whose id the create
+	// does not know (its last forward failed without the backend's answer,
+	// or the answer named none); the reconciler finds it by name.
+	unknown bool
 }
 
 // begin writes rec down before the create is forwarded.
@@ -118,22 +124,18 @@ func (r *reconciler) begin(rec intents.Record) (_ *flight, retErr error) {
 	return &flight{r: r, record: rec}, nil
 }
 
-// unanswered hands the record over when the backend's error (err) is not
-// its own answer: it may have made the container after all, and the
-// reconciler removes whatever it finds under this name and attempt.
-func (f *flight) unanswered(err error) {
-	if !answered(err) {
-		f.handOver()
-	}
-}
+// forwarded tells the record how a forward ended (err, nil when the backend
+// made a container): an error that is not the backend's own answer leaves
+// what it may have made unknown.
+func (f *flight) forwarded(err error) { f.unknown = err != nil && !answered(err) }
 
 // made adds to the record the id of the container the backend's answer
-// (out) names. An answer without one is an error, and the record is handed
-// over: the backend made something, which the reconciler finds by name.
+// (out) names. An answer without one is an error, and what the backend
+// made is unknown: the reconciler finds it by name.
 func (f *flight) made(out []byte) (string, error) {
 	id, err := criwire.ContainerID(out)
 	if err != nil || id == "" {
-		f.handOver()
+		f.unknown = true
 		return "", fmt.Errorf("container %q: backend CreateContainer answered without a container id (%v)", f.record.Name, err)
 	}
 	f.record.Container = id
@@ -143,50 +145,53 @@ func (f *flight) made(out []byte) (string, error) {
 	return id, nil
 }
 
-// handOver leaves the record to the reconciler when the create ends.
-func (f *flight) handOver() { f.handedOver = true }
-
-// end closes the record of a create that is about to answer: removed, or,
-// handed over, left for the reconciler, which is started.
-func (f *flight) end() {
+// end closes the record of a create that answers retErr. A failed create's
+// container, when it made one, is removed with its pins; the record is
+// then removed, or, while what the backend holds is unknown or could not be
+// removed (containerd down), left for the reconciler, which is started.
+func (f *flight) end(ctx context.Context, retErr error) {
 	r := f.r
-	if !f.handedOver && !breakIntentRemoval {
+	left := f.unknown
+	if retErr != nil && f.record.Container != "" {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
+		defer cancel()
+		if err := r.undo(ctx, f.record); err != nil {
+			r.log.WithError(err).WithField("container", f.record.Container).
+				Warn("remove the container after a failed create; recorded, retried until containerd answers")
+			left = true
+		}
+	}
+	if !left && !breakIntentRemoval {
 		if err := r.intents.Remove(f.record.ID); err != nil {
 			r.log.WithError(err).Warn("remove intent record; the next reconcile removes it")
 		}
 	}
 	r.flights.done(f.record.ID)
-	if f.handedOver {
+	if left {
 		r.reconcileSoon()
 	}
 }
 
-// discard removes a container the shim will not keep, and its pins, and
-// reports whether that is done. When it is not (containerd down), rec, which
-// names the container, is written again (a record the create would have
-// removed) and stays for the reconciler.
-func (r *reconciler) discard(ctx context.Context, rec intents.Record) bool {
+// discardID removes container id, made by an earlier call, which the shim
+// will not keep (a failed start), and its pins. When that cannot be done
+// now (containerd down), a record naming it is written, and the reconciler
+// retries until containerd answers.
+func (r *reconciler) discardID(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
 	defer cancel()
+	rec := intents.Record{ID: intents.NewID(), Container: id}
 	err := r.undo(ctx, rec)
 	if err == nil {
-		return true
+		return
 	}
 	if perr := r.intents.Put(rec); perr != nil {
-		r.log.WithError(errors.Join(err, perr)).WithField("container", rec.Container).
-			Error("remove the container after a failed create or start, and record it for later; it is left in the backend")
-		return true // no record to keep
+		r.log.WithError(errors.Join(err, perr)).WithField("container", id).
+			Error("remove the container after a failed start, and record it for later; it is left in the backend")
+		return
 	}
-	r.log.WithError(err).WithField("container", rec.Container).
-		Warn("remove the container after a failed create or start; recorded, retried until containerd answers")
-	return false
-}
-
-// discardID is discard for a container made by an earlier call.
-func (r *reconciler) discardID(ctx context.Context, id string) {
-	if !r.discard(ctx, intents.Record{ID: intents.NewID(), Container: id}) {
-		r.reconcileSoon()
-	}
+	r.log.WithError(err).WithField("container", id).
+		Warn("remove the container after a failed start; recorded, retried until containerd answers")
+	r.reconcileSoon()
 }
 
 // undo removes whatever the backend has made for rec, and its pins: the
@@ -255,19 +260,11 @@ func (r *reconciler) undoRecorded(ctx context.Context) error {
 // reconcile until it succeeds (no record left but those of creates in
 // flight, no stale pin), or the server shuts down.
 func (r *reconciler) reconcileSoon() {
-	r.flights.mu.Lock()
-	if r.flights.looping {
-		r.flights.mu.Unlock()
+	if !r.looping.CompareAndSwap(false, true) {
 		return
 	}
-	r.flights.looping = true
-	r.flights.mu.Unlock()
 	go func() {
-		defer func() {
-			r.flights.mu.Lock()
-			r.flights.looping = false
-			r.flights.mu.Unlock()
-		}()
+		defer r.looping.Store(false)
 		for {
 			ctx, cancel := context.WithTimeout(r.life, discardTimeout)
 			err := r.reconcile(ctx)

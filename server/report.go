@@ -8,7 +8,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/cri-nstarget/cri-nstarget/events"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
@@ -26,10 +25,20 @@ type reporter struct {
 }
 
 // EventSink takes the Events the shim has for pods. Post never blocks
-// (package events queues, paces and drops): a create never waits on the
-// apiserver.
+// (package events, which cmd/cri-nstarget hands them to, queues, paces and
+// drops): a create never waits on the apiserver.
 type EventSink interface {
-	Post(events.Event)
+	Post(Event)
+}
+
+// Event is what the shim has to say about one container of a pod (posted
+// by package events, whose Event has the same fields).
+type Event struct {
+	Pod       oci.Pod
+	Container string // the container's name, never its id
+	Warning   bool   // type Warning; else Normal
+	Reason    string // CamelCase, as the kubelet's ("TargetingFallback")
+	Message   string // at most events.MaxMessage bytes of it are posted
 }
 
 // outcome reports what targeting decided (d) for container id, whose spec
@@ -76,7 +85,7 @@ func (r reporter) event(name, stage string, rec oci.Record) {
 }
 
 // eventOf posts e, if ok.
-func (r reporter) eventOf(e events.Event, ok bool) {
+func (r reporter) eventOf(e Event, ok bool) {
 	if r.events != nil && ok {
 		r.events.Post(e)
 	}
@@ -105,9 +114,9 @@ const (
 // every namespace asked for is pointed at the target's (what joins is said
 // once it is seen, after the start: verifiedEvent). It names containers by
 // name, never by id; there is none for a request without a target or a pod.
-func targetingEvent(name, stage string, rec oci.Record) (events.Event, bool) {
+func targetingEvent(name, stage string, rec oci.Record) (Event, bool) {
 	if rec.Pod == nil || rec.Target == "" || name == "" {
-		return events.Event{}, false
+		return Event{}, false
 	}
 	target, ref := targetNames(rec.TargetName)
 	var joined, fell, whys []string
@@ -122,9 +131,9 @@ func targetingEvent(name, stage string, rec oci.Record) (events.Event, bool) {
 			whys = append(whys, fmt.Sprintf("%s (%s)", inWordsFor(reasonKind(r.ReasonKind), r.Stage, target, name, rec.RuntimeHandler), r.ReasonKind))
 		}
 	}
-	e := events.Event{Pod: events.Pod{Namespace: rec.Pod.Namespace, Name: rec.Pod.Name, UID: rec.Pod.UID}, Container: name}
+	e := Event{Pod: *rec.Pod, Container: name}
 	if len(fell) == 0 {
-		return events.Event{}, false
+		return Event{}, false
 	}
 	e.Reason, e.Warning = eventFallback, true
 	var b strings.Builder
@@ -291,13 +300,13 @@ func handlerWords(h string) string {
 // TargetNotJoined when some was not (its runtime ignored the path), Warning
 // TargetNotVerified when some could not be seen. Names, never ids; the
 // namespaces as `readlink /proc/self/ns/KIND` prints them inside.
-func verifiedEvent(c checked) (events.Event, bool) {
+func verifiedEvent(c checked) (Event, bool) {
 	rec := c.rec
 	if rec.Pod == nil || rec.Target == "" || len(c.vs) == 0 {
-		return events.Event{}, false
+		return Event{}, false
 	}
 	target, ref := targetNames(rec.TargetName)
-	e := events.Event{Pod: events.Pod{Namespace: rec.Pod.Namespace, Name: rec.Pod.Name, UID: rec.Pod.UID}, Container: c.name}
+	e := Event{Pod: *rec.Pod, Container: c.name}
 	joined, notJoined, unverified := c.kinds(oci.Joined), c.kinds(oci.NotJoined), c.kinds(oci.Unverified)
 	seen := func(kinds []string) string {
 		var out []string
@@ -385,17 +394,17 @@ func verifyWords(why reasonKind, name string) string {
 // targetExitedEvent is the Warning on the pod of container name, which
 // joined its target's PID namespace (rec), when the target's process, that
 // namespace's init, exited (status) and the kernel killed name with it.
-func targetExitedEvent(name string, rec oci.Record, status uint32) (events.Event, bool) {
+func targetExitedEvent(name string, rec oci.Record, status uint32) (Event, bool) {
 	if rec.Pod == nil || rec.Target == "" || name == "" {
-		return events.Event{}, false
+		return Event{}, false
 	}
 	target, ref := targetNames(rec.TargetName)
 	exit := fmt.Sprintf("exit code %d", status)
 	if status > 128 {
 		exit += fmt.Sprintf(", signal %d", status-128)
 	}
-	return events.Event{
-		Pod: events.Pod{Namespace: rec.Pod.Namespace, Name: rec.Pod.Name, UID: rec.Pod.UID}, Container: name, Warning: true, Reason: eventTargetExited,
+	return Event{
+		Pod: *rec.Pod, Container: name, Warning: true, Reason: eventTargetExited,
 		Message: fmt.Sprintf("%s exited (%s), and the kernel killed container %s with it: %s ran in %s's pid namespace, and when a PID namespace's init "+
 			"(here %s's process) exits, every other process in it is killed. That is why %s ended with exit code 137.",
 			upper(ref), exit, name, name, target, target, name),

@@ -111,7 +111,7 @@ func TestTargetingEvent(t *testing.T) {
 			if !ok {
 				return
 			}
-			want := events.Event{Pod: events.Pod{Namespace: "shop", Name: "web", UID: "0d6c"}, Container: "dbg", Warning: tc.warning, Reason: tc.reason, Message: tc.message}
+			want := Event{Pod: oci.Pod{Namespace: "shop", Name: "web", UID: "0d6c"}, Container: "dbg", Warning: tc.warning, Reason: tc.reason, Message: tc.message}
 			if e != want {
 				t.Errorf("event\n%+v\nwant\n%+v", e, want)
 			}
@@ -159,7 +159,7 @@ func TestCreatePostsEvent(t *testing.T) {
 				if len(got) != tc.n {
 					t.Fatalf("posted %+v, want %d event(s)", got, tc.n)
 				}
-				if tc.n == 1 && (got[0].Warning != tc.warning || got[0].Container != "debugger" || got[0].Pod != (events.Pod{Namespace: "shop", Name: "web", UID: "0d6c"}) ||
+				if tc.n == 1 && (got[0].Warning != tc.warning || got[0].Container != "debugger" || got[0].Pod != (oci.Pod{Namespace: "shop", Name: "web", UID: "0d6c"}) ||
 					!strings.Contains(got[0].Message, "target container app")) {
 					t.Errorf("posted %+v, want a Warning=%v about debugger on shop/web naming app", got[0], tc.warning)
 				}

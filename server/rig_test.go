@@ -40,7 +40,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/criwire"
-	"github.com/cri-nstarget/cri-nstarget/events"
 	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
@@ -82,11 +81,18 @@ type rig struct {
 
 func newRig(t testing.TB, strict bool) *rig {
 	t.Helper()
-	return newRigWith(t, strict)
+	return buildRig(t, strict, nil)
 }
 
 // newRigWith is newRig with options for the shim's grpc.Server.
 func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
+	t.Helper()
+	return buildRig(t, strict, nil, grpcOpts...)
+}
+
+// buildRig is a rig whose shim is built, as New builds it, from one deps
+// value: the fakes, the kernel's side faked, and nri (nil: the Update path).
+func buildRig(t testing.TB, strict bool, nri *nriplugin.Plugin, grpcOpts ...grpc.ServerOption) *rig {
 	t.Helper()
 	r := &rig{
 		backend: &fakeBackend{},
@@ -107,8 +113,8 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	r.server = newServer(r.direct, runtimeapi.NewRuntimeServiceClient(r.direct), r.tasks, r.specs, r.pins, intents.New(t.TempDir()), strict, logrus.NewEntry(log), nil, grpcOpts...)
-	r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+	k := hostKernel()
+	k.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 		r.opened = append(r.opened, kinds)
 		hs := make([]*namespaces.Handle, len(kinds))
 		for i, k := range kinds {
@@ -116,8 +122,21 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 		}
 		return hs, nil
 	}
-	r.server.target.hasInit = func(string) (bool, error) { return r.live, nil }
-	r.server.target.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
+	k.hasInit = func(string) (bool, error) { return r.live, nil }
+	k.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
+	r.server = newServer(deps{
+		backend:  r.direct,
+		cri:      runtimeapi.NewRuntimeServiceClient(r.direct),
+		tasks:    r.tasks,
+		specs:    r.specs,
+		pins:     r.pins,
+		intents:  intents.New(t.TempDir()),
+		kernel:   k,
+		nri:      nri,
+		strict:   strict,
+		log:      logrus.NewEntry(log),
+		grpcOpts: grpcOpts,
+	})
 	r.shimLis = bufconn.Listen(1 << 20)
 	go r.server.Serve(r.shimLis)
 	t.Cleanup(func() {
@@ -136,14 +155,13 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 // that spec with the adjustment applied, as containerd does.
 func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
 	t.Helper()
-	r := newRig(t, strict)
 	a, socket := nriRuntime(t, opts...)
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
+	r := buildRig(t, strict, p) // which runs p until its Shutdown
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go p.Run(ctx)
 	// connected once an event reaches the plugin through the runtime
 	probe := &nriapi.CreateContainerRequest{Pod: &nriapi.PodSandbox{Id: "probe"},
 		Container: &nriapi.Container{Id: "probe", PodSandboxId: "probe", Name: "probe", Linux: &nriapi.LinuxContainer{}}}
@@ -159,7 +177,6 @@ func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
 		answered, _ := p.Settle(ctx, token)
 		return answered
 	})
-	r.server.nri, r.server.target.nri, r.server.target.removals = p, p, p
 	r.nri, r.nriSocket = a, socket
 	r.adjusted = map[string]*nriapi.ContainerAdjustment{}
 	r.backend.nri = r.nriEvent
@@ -839,19 +856,19 @@ func (f *fakeMetrics) outcomes() []string {
 // sink is an EventSink that keeps what it is given.
 type sink struct {
 	mu  sync.Mutex
-	got []events.Event
+	got []Event
 }
 
-func (s *sink) Post(e events.Event) {
+func (s *sink) Post(e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.got = append(s.got, e)
 }
 
-func (s *sink) posted() []events.Event {
+func (s *sink) posted() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]events.Event(nil), s.got...)
+	return append([]Event(nil), s.got...)
 }
 
 // fakeLookup is containerd's metadata of the targets: each is in the

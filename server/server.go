@@ -80,8 +80,8 @@ type Options struct {
 // raw frames to the backend (passthrough.go), the intercepted ones through
 // the targeting hooks of target (targeter.go). It holds no lock of its own:
 // the state it shares between calls is grpc's, the health server's, the
-// pins on disk and containerd's. Every field is set by New (nri by useNRI)
-// and never changes after.
+// pins on disk and containerd's. Every field is set by newServer, from one
+// deps value, and never changes after.
 type Server struct {
 	proxy   proxy
 	hooks   map[string]hook // intercepted method -> its handler
@@ -105,39 +105,74 @@ type Server struct {
 // connects to containerd's NRI as a plugin, and keeps reconnecting, until
 // Shutdown.
 func New(opts Options) *Server {
+	log := opts.Log
+	if log == nil {
+		log = logrus.NewEntry(logrus.StandardLogger())
+	}
 	// the shim's own calls decode answers whatever labels containers carry
 	api := newContainerdAPI(lenientConn{opts.Containerd}, opts.ContainerdNamespace)
-	s := newServer(opts.Backend, runtimeapi.NewRuntimeServiceClient(lenientConn{opts.Backend}), api, api,
-		pins.New(filepath.Join(opts.StateDir, "pins")), intents.New(filepath.Join(opts.StateDir, "intents")),
-		opts.Strict, opts.Log, opts.Metrics)
-	s.target.lookup = api
-	s.target.report.events = opts.Events
-	s.target.handlers = newHandlers(s.target.cri, s.log, opts.HandlersWithoutJoin, filepath.Join(opts.StateDir, "runtime-handlers.json"))
-	s.checkAfterStart(api, newTaskEvents(opts.Containerd, opts.ContainerdNamespace, s.log))
-	if opts.TargetingVia != ViaUpdate {
-		s.useNRI(opts.NRISocket, opts.TargetingVia == ViaNRI)
+	cri := runtimeapi.NewRuntimeServiceClient(lenientConn{opts.Backend})
+	d := deps{
+		backend:  opts.Backend,
+		cri:      cri,
+		tasks:    api,
+		specs:    api,
+		lookup:   api,
+		states:   api,
+		events:   newTaskEvents(opts.Containerd, opts.ContainerdNamespace, log),
+		pins:     pins.New(filepath.Join(opts.StateDir, "pins")),
+		intents:  intents.New(filepath.Join(opts.StateDir, "intents")),
+		handlers: newHandlers(cri, log, opts.HandlersWithoutJoin, filepath.Join(opts.StateDir, "runtime-handlers.json")),
+		kernel:   hostKernel(),
+		strict:   opts.Strict,
+		log:      log,
+		metrics:  opts.Metrics,
+		sink:     opts.Events,
 	}
-	return s
+	if opts.TargetingVia != ViaUpdate {
+		d.nri, d.nriOnly = newNRI(opts.NRISocket, log, opts.Metrics), opts.TargetingVia == ViaNRI
+	}
+	return newServer(d)
 }
 
-// checkAfterStart starts what the shim does after its answers: the side
-// queue's goroutine, the check after each start of a pinned container
-// (states: containerd's word on a task), and the reader of containerd's
-// task events (events), which feeds both the check and the exit watch.
-// Shutdown ends them.
-func (s *Server) checkAfterStart(states taskStates, events *taskEvents) {
-	t := s.target
-	host, err := namespaces.Stat("/proc/self/ns/pid")
-	if err != nil {
-		s.log.WithError(err).Warn("read the shim's own PID namespace: a VM runtime's process on the host cannot be told from a container's")
-	}
-	t.verify = &verifier{t: t, side: t.exits.side, states: states, of: namespaces.Of, host: host,
-		subscribed: events.up.Load, reads: map[string]*taskRead{}}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		events.run(s.life, sideEvents{t})
-	}()
+// deps is everything a Server is built on, complete before it is built
+// (newServer), and never patched after: New makes it from Options, the
+// unit tests' rig from fakes.
+type deps struct {
+	backend  *grpc.ClientConn // the backend's CRI socket, for the raw proxy
+	cri      backendCRI       // the same, typed, for the shim's own calls
+	tasks    taskLookup
+	specs    specEditor
+	lookup   criContainers // nil: targets are resolved through the CRI only
+	states   taskStates    // containerd's word on tasks, for the check after a start
+	events   *taskEvents   // containerd's task events; nil: no check after a start, no event reader
+	pins     pinStore
+	intents  intentStore
+	handlers *handlers // nil: every runtime handler is taken to join
+	kernel   kernel
+	nri      *nriplugin.Plugin // nil: the Update path only
+	nriOnly  bool              // refuse TARGET creates while NRI is not usable
+	strict   bool
+	log      *logrus.Entry // nil: logrus' standard logger
+	metrics  Metrics       // nil: none
+	sink     EventSink     // nil: no Events
+	// grpcOpts come after the shim's own server options (tests use them to
+	// observe connections).
+	grpcOpts []grpc.ServerOption
+}
+
+// kernel is the kernel's side of targeting (package namespaces), replaced in
+// unit tests.
+type kernel struct {
+	openNS  func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error)
+	hasInit func(path string) (bool, error)
+	canJoin func(h *namespaces.Handle, userns string) (bool, error)
+	stat    func(path string) (namespaces.ID, error)
+}
+
+// hostKernel is the kernel's side as the shim uses it.
+func hostKernel() kernel {
+	return kernel{openNS: namespaces.Open, hasInit: namespaces.HasInit, canJoin: namespaces.CanJoin, stat: namespaces.Stat}
 }
 
 // sideEvents hands containerd's task events to the check after a start and
@@ -178,38 +213,46 @@ func (s *Server) TargetingPath() (string, string) {
 	return pathOf(usable), why
 }
 
-// newServer builds a Server on the given dependencies; grpcOpts come after
-// the shim's own server options (tests use them to observe connections).
-func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs specEditor, pins pinStore, records intentStore, strict bool, log *logrus.Entry, m Metrics, grpcOpts ...grpc.ServerOption) *Server {
+// newServer builds a Server on d, and starts what lives as long as it: the
+// side queue's goroutine, the reader of containerd's events and the check
+// after each start of a pinned container (when d has events), and the NRI
+// connection (when d has nri). Shutdown ends them.
+func newServer(d deps) *Server {
+	log := d.log
 	if log == nil {
 		log = logrus.NewEntry(logrus.StandardLogger())
 	}
 	life, stop := context.WithCancel(context.Background())
-	recon := newReconciler(life, cri, pins, records, log)
 	var dropped func(string)
-	if d, ok := m.(dropRecorder); ok {
-		dropped = d.Dropped
+	if m, ok := d.metrics.(dropRecorder); ok {
+		dropped = m.Dropped
 	}
 	side := newSideQueue(life, log, dropped)
 	t := &targeter{
-		recon:   recon,
-		report:  reporter{log: log, metrics: m},
-		cri:     cri,
-		tasks:   tasks,
-		specs:   specs,
-		pins:    pins,
-		openNS:  namespaces.Open,
-		hasInit: namespaces.HasInit,
-		canJoin: namespaces.CanJoin,
-		stat:    namespaces.Stat,
-		strict:  strict,
-		log:     log,
+		recon:    newReconciler(life, d.cri, d.pins, d.intents, log),
+		report:   reporter{log: log, metrics: d.metrics, events: d.sink},
+		cri:      d.cri,
+		tasks:    d.tasks,
+		specs:    d.specs,
+		pins:     d.pins,
+		lookup:   d.lookup,
+		kernel:   d.kernel,
+		strict:   d.strict,
+		log:      log,
+		nriOnly:  d.nriOnly,
+		handlers: d.handlers,
 	}
+	if d.nri != nil {
+		t.nri, t.removals = d.nri, d.nri
+	}
+	t.exits = newExitWatch(t, side)
+	t.report.watch = t.exits.watch
 	s := &Server{
-		proxy:   proxy{backend: backend, codec: newRawCodec(), stopping: life},
+		proxy:   proxy{backend: d.backend, codec: newRawCodec(), stopping: life},
 		target:  t,
+		nri:     d.nri,
 		log:     log,
-		metrics: m,
+		metrics: d.metrics,
 		life:    life,
 		stop:    stop,
 		hooks: map[string]hook{
@@ -232,17 +275,38 @@ func newServer(backend *grpc.ClientConn, cri backendCRI, tasks taskLookup, specs
 		// reuse handler goroutines instead of starting (and growing the
 		// stack of) one per call
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-	}, grpcOpts...)...)
-	t.exits = newExitWatch(t, side)
-	t.report.watch = t.exits.watch
+	}, d.grpcOpts...)...)
+	s.registerCRI()
+	s.registerHealth()
+
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		side.run()
 	}()
-	s.registerCRI()
-	s.registerHealth()
+	if d.events != nil {
+		t.verify = newVerifier(t, d.states, d.events, log)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			d.events.run(life, sideEvents{t})
+		}()
+	}
+	if d.nri != nil {
+		go d.nri.Run(life)
+	}
 	return s
+}
+
+// newVerifier is the check after each start of a pinned container (states:
+// containerd's word on a task; events: whether its events are read).
+func newVerifier(t *targeter, states taskStates, events *taskEvents, log *logrus.Entry) *verifier {
+	host, err := namespaces.Stat("/proc/self/ns/pid")
+	if err != nil {
+		log.WithError(err).Warn("read the shim's own PID namespace: a VM runtime's process on the host cannot be told from a container's")
+	}
+	return &verifier{t: t, side: t.exits.side, states: states, of: namespaces.Of, host: host,
+		subscribed: events.up.Load, reads: map[string]*taskRead{}}
 }
 
 // dropRecorder is a Metrics that counts what the side queue dropped.

@@ -57,11 +57,11 @@ func decisionFor(req criwire.Create, p *plan, tg *target) decision {
 
 // podOf is the pod a request's sandbox_config names, for the record; nil
 // when it names none.
-func podOf(p criwire.Pod) *oci.Pod {
-	if p == (criwire.Pod{}) {
+func podOf(p oci.Pod) *oci.Pod {
+	if p == (oci.Pod{}) {
 		return nil
 	}
-	return &oci.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+	return &p
 }
 
 func (d *decision) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
@@ -121,6 +121,21 @@ func (t *targeter) decideEnv(id string, pins *createPins) decideEnv {
 		}}
 }
 
+// decideContainer is the one decision of both paths, for the container
+// the backend is making (the NRI answer) or made (the Update path), seen as
+// v: d, decided before the container existed (before), is finished with the
+// target's confirmation (unconfirmed), then, unless strict mode already
+// refuses, decide (which takes the pins through env); strict mode's refusal
+// of the first fallback, if any, is the error.
+func (t *targeter) decideContainer(d *decision, tg *target, v specView, env decideEnv) (pointing, error) {
+	d.unconfirmed(tg, tg.confirm())
+	var p pointing
+	if !t.strict || len(d.fails) == 0 {
+		p = decide(d, tg, v, env)
+	}
+	return p, strictErr(d, t.strict)
+}
+
 // decide is the one tail of both paths, for the container the backend is
 // making (NRI) or made (Update) with the namespaces and mounts in v: which
 // of tg's namespaces still targeted in d it joins (not those its user
@@ -128,7 +143,7 @@ func (t *targeter) decideEnv(id string, pins *createPins) decideEnv {
 // for them (env.pin, one step), and all of it in d's record. What it
 // returns is what the container is pointed at, empty when nothing joins a
 // pin: then no pin is to be kept. It releases nothing, reports nothing,
-// and does no I/O but env's.
+// and does no I/O but env's: the kernel's checks, and the pins it takes.
 func decide(d *decision, tg *target, v specView, env decideEnv) pointing {
 	userns := v.ns[string(specs.UserNamespace)]
 	var joins []*namespaces.Handle

@@ -9,7 +9,8 @@ import (
 // createPins are the pins one create takes, for the container the backend
 // makes (in its NRI event) or made (the Update path): taken in one step per
 // container (take, which decide is handed), and released in one undo
-// (release) but for those of the container the create keeps. Until then
+// (release) but for those of the container the create answers with, when
+// it joins them (keep). Until then
 // they are marked in flight, so that the stale-pin sweep leaves the pins
 // of a container containerd does not list yet.
 //
@@ -20,6 +21,7 @@ type createPins struct {
 	inFlight *flights // the reconciler's: pins of creates in flight
 	log      *logrus.Entry
 	held     map[string]map[namespaces.Kind]string // container id -> kind -> pin; made by take
+	kept     string                                // the container whose pins outlive the create (keep); "" for none
 }
 
 // take pins hs, and shm if not nil, for container id, and answers their
@@ -52,12 +54,16 @@ func (c *createPins) take(id string, hs []*namespaces.Handle, shm *namespaces.Ha
 	return paths, nil, nil
 }
 
+// keep keeps the pins of container id past the create: the create
+// answers with it, and it joins them.
+func (c *createPins) keep(id string) { c.kept = id }
+
 // release is the one undo of the create's pins: it unpins every container's
-// but keep's ("" for none), and ends their mark in flight (keep's too: its
+// but the one kept, and ends their mark in flight (the kept one's too: its
 // create is over, and the backend lists it).
-func (c *createPins) release(keep string) {
+func (c *createPins) release() {
 	for id := range c.held {
-		if id != keep {
+		if id != c.kept {
 			if err := c.store.Release(id); err != nil {
 				c.log.WithError(err).WithField("container", id).Warn("release pins")
 			}

@@ -56,7 +56,8 @@ func TestCreatePins(t *testing.T) {
 	store.err = nil
 	pins.take("other", []*namespaces.Handle{pid}, nil)
 
-	pins.release("made")
+	pins.keep("made")
+	pins.release()
 	if _, ok := store.held["made"]; !ok || len(store.held) != 1 {
 		t.Errorf("after the undo the store holds %v, want the kept container's alone", store.held)
 	}

@@ -58,15 +58,14 @@ type (
 // request as bytes and a function that forwards bytes; nothing here knows
 // how calls arrive. A TARGET create goes plan (target_plan.go), prepare
 // (target_prepare.go: the target resolved and opened), decide
-// (target_decide.go, pure, with the pins taken through target_pins.go) and
+// (target_decide.go, with the pins taken through target_pins.go) and
 // render (target_render.go), inside containerd's create through NRI
-// (nri_answer.go) or after it (target_create.go). What has state or a
+// (target_create_nri.go) or after it (target_create.go). What has state or a
 // lifetime of its own is elsewhere: the pins on disk (package pins), the
 // intent records (package intents) and crash recovery (reconciler), the
 // NRI connection (package nriplugin, behind nriAdapter), and the log,
-// metrics and Events (reporter). Every field is set by newServer (nri,
-// removals, lookup and nriOnly by useNRI and New) before the first call,
-// and never changes after.
+// metrics and Events (reporter). Every field is set by newServer, from
+// one deps value, before the first call, and never changes after.
 type targeter struct {
 	cri    backendCRI
 	tasks  taskLookup
@@ -77,11 +76,7 @@ type targeter struct {
 	log    *logrus.Entry
 	report reporter
 	recon  *reconciler
-	// the kernel's side (package namespaces), replaced in unit tests
-	openNS  func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error)
-	hasInit func(path string) (bool, error)
-	canJoin func(h *namespaces.Handle, userns string) (bool, error)
-	stat    func(path string) (namespaces.ID, error)
+	kernel // the kernel's side (package namespaces), replaced in unit tests
 
 	nri      nriAdapter  // nil: the Update path only
 	removals removalGate // nil: RemovePodSandbox waits for nothing

@@ -33,8 +33,12 @@ func (p *podEvents) sink() server.EventSink {
 	if p == nil {
 		return nil
 	}
-	return p.s
+	return p
 }
+
+// Post hands the server's Event to the sender, whose Event has the same
+// fields.
+func (p *podEvents) Post(e server.Event) { p.s.Post(events.Event(e)) }
 
 // close posts what is queued until ctx ends, then drops the rest.
 func (p *podEvents) close(ctx context.Context) {
