@@ -60,11 +60,12 @@ type (
 // (target_prepare.go: the target resolved and opened), decide
 // (target_decide.go, with the pins taken through target_pins.go) and
 // render (target_render.go), inside containerd's create through NRI
-// (target_create_nri.go) or after it (target_create.go). What has state or a
-// lifetime of its own is elsewhere: the pins on disk (package pins), the
-// intent records (package intents) and crash recovery (reconciler), the
-// NRI connection (package nriplugin, behind nriAdapter), and the log,
-// metrics and Events (reporter). Every field is set by newServer, from
+// (createViaNRI, nri_answer.go) or after it (createViaUpdate, both in
+// target_create.go). What has state or a lifetime of its own is
+// elsewhere: the pins on disk (package pins), the intent records (package
+// intents) and crash recovery (reconciler), the NRI connection (package
+// nriplugin, behind nriAdapter), and the log, metrics and Events
+// (reporter). Every field is set by newServer, from
 // one deps value, before the first call, and never changes after.
 type targeter struct {
 	cri    backendCRI
