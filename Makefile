@@ -32,7 +32,7 @@ GO       ?= go
 # EXTRA_LDFLAGS: more linker flags (make release strips: -s -w).
 ifeq ($(origin VERSION),undefined)
 VERSION    := $(shell GOOS= GOARCH= $(GO) run ./cmd/nstarget-changelog newest)
-$(if $(VERSION),,$(error no version: cmd/nstarget-changelog found no release in CHANGELOG.md (above); give VERSION=vX.Y.Z))
+$(if $(VERSION),,$(error no version: "$(GO) run ./cmd/nstarget-changelog newest" printed none (why: above; no Go, or no "## vX.Y.Z - YYYY-MM-DD" in CHANGELOG.md); or give VERSION=vX.Y.Z))
 endif
 COMMIT     ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; })
 BUILD_DATE ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ),$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null))
