@@ -12,8 +12,9 @@
 #               nodes pair it with (make e2e: 1.37, 1.36, 1.35), Kubernetes' own specs on 2.4 (make
 #               e2e-upstream); and a systemd node on cgroup v2 under qemu with the .deb installed
 #               (make node-e2e). BACKENDS="2.4" runs one; the versions are below.
-#   make release VERSION=vX.Y.Z   binaries, tarballs, .deb and .rpm in dist/, with release notes and
-#               package changelogs from CHANGELOG.md (VERSION must have its entry there)
+#   make release [VERSION=vX.Y.Z]   binaries, tarballs, .deb and .rpm in dist/, with release notes
+#               and package changelogs from CHANGELOG.md (VERSION must have its entry there; by
+#               default the newest release there)
 #   make docs   the flag and key reference (README.md, man page) and config/default.toml, from config/
 #   make matrix integration and conformance on containerd 1.6 and 2.1 (outside CI)
 #   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
@@ -23,8 +24,16 @@ GO       ?= go
 # The build stamps (cri-nstarget --version): the version, the commit (-dirty
 # when tracked files changed) and the commit's date, not the clock's, so that
 # the same commit builds the same bytes (SOURCE_DATE_EPOCH overrides the date).
+# The version is CHANGELOG.md's newest release (its first "## vX.Y.Z -
+# YYYY-MM-DD"), read by cmd/nstarget-changelog, which make release cuts the
+# notes with; not a git tag, which a clone need not have. A build between
+# releases says the last release and its own commit. VERSION=... overrides it
+# (make release VERSION=vX.Y.Z); make print-version prints it.
 # EXTRA_LDFLAGS: more linker flags (make release strips: -s -w).
-VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+ifeq ($(origin VERSION),undefined)
+VERSION    := $(shell GOOS= GOARCH= $(GO) run ./cmd/nstarget-changelog newest)
+$(if $(VERSION),,$(error no version: "$(GO) run ./cmd/nstarget-changelog newest" printed none (why: above; no Go, or no "## vX.Y.Z - YYYY-MM-DD" in CHANGELOG.md); or give VERSION=vX.Y.Z))
+endif
 COMMIT     ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; })
 BUILD_DATE ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ),$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null))
 LDFLAGS    := $(EXTRA_LDFLAGS) -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
@@ -579,7 +588,8 @@ bench-critest: deps conformance-tools
 # changelogs made from VERSION's entry in CHANGELOG.md (cmd/nstarget-changelog:
 # a version without one is refused); and SHA256SUMS. hack/release.sh says
 # what each holds.
-#   make release VERSION=vX.Y.Z [RELEASE_ARCHES="amd64 arm64"] [ALLOW_DIRTY=1]
+#   make release [VERSION=vX.Y.Z] [RELEASE_ARCHES="amd64 arm64"] [ALLOW_DIRTY=1]
+#                (VERSION: CHANGELOG.md's newest release unless given)
 #                [UNRELEASED=1: a test build of a prerelease takes CHANGELOG.md's Unreleased section]
 #   make release-check   builds CHANGELOG.md's newest release twice and compares, verifies
 #                        checksums and ELF arches, checks the notes and changelogs against
@@ -588,12 +598,17 @@ bench-critest: deps conformance-tools
 #                        docs/node-images.md
 DIST           ?= dist
 RELEASE_ARCHES ?= amd64 arm64
-.PHONY: release release-check
+.PHONY: release release-check print-version
 release:
 	VERSION="$(VERSION)" DIST="$(DIST)" RELEASE_ARCHES="$(RELEASE_ARCHES)" GO="$(GO)" MAKE="$(MAKE)" ./hack/release.sh
 
 release-check: deps
 	GO="$(GO)" MAKE="$(MAKE)" $(LEG) ./hack/release-check.sh
+
+# The version the build stamps (VERSION, above), for scripts and for
+# cmd/nstarget-changelog's TestMakefileVersion.
+print-version:
+	@echo $(VERSION)
 
 # A real node under qemu (issue 25; e2e/node, internal/node): Debian 12 with
 # systemd as PID 1 on cgroup v2, built from Debian's packages only and cached

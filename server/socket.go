@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/user"
@@ -23,7 +25,11 @@ func SocketPath(endpoint string) (string, error) {
 }
 
 // Listen opens the CRI socket at endpoint, mode 0660, owned by the caller and
-// by group (a name or a gid) when given. A socket file left by a crashed
+// by group (a name or a gid) when given. The directories it creates for the
+// socket are 0755 without a group (less under a stricter umask, such as the
+// unit's 0077) and 0750, owned by the group, with one, whatever the umask, so
+// that the group's members reach the socket; a directory that exists is left
+// as it is (its mode is its owner's choice). A socket file left by a crashed
 // predecessor is replaced; a socket someone still serves on, or a file that
 // is not a socket, is an error. It returns the listener and the socket's
 // path, which the caller removes when it stops.
@@ -36,7 +42,7 @@ func Listen(endpoint, group string) (net.Listener, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("socket group %q: %w", group, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := makeSocketDir(filepath.Dir(path), gid); err != nil {
 		return nil, "", fmt.Errorf("listen %s: %w", path, err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -68,6 +74,38 @@ func Listen(endpoint, group string) (net.Listener, string, error) {
 		}
 	}
 	return lis, path, nil
+}
+
+// makeSocketDir creates dir and its missing parents. Without a group (gid
+// -1) they are 0755 less the umask. With one, each directory it creates is
+// made 0700, given to the group, then opened to it (0750), so that it is
+// never open to anyone else on the way, nor left made when that fails.
+// Directories that exist are not touched.
+func makeSocketDir(dir string, gid int) (retErr error) {
+	if gid < 0 {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := makeSocketDir(filepath.Dir(dir), gid); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // made meanwhile by someone else: theirs
+		}
+		return err
+	}
+	defer func() {
+		if retErr != nil {
+			os.Remove(dir)
+		}
+	}()
+	if err := os.Chown(dir, -1, gid); err != nil {
+		return fmt.Errorf("give directory %s to group %d (needs CAP_CHOWN, or membership of the group): %w", dir, gid, err)
+	}
+	return os.Chmod(dir, 0o750)
 }
 
 // lookupGroup resolves a group name or number; "" is -1 (none).

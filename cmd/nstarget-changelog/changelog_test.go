@@ -162,3 +162,45 @@ func TestRPM(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestMakefileVersion: what the Makefile stamps when VERSION is not given
+// (make print-version) is CHANGELOG.md's newest release as Parse reads it, a
+// vX.Y.Z: a clone without tags builds that version. A heading the parser does
+// not know makes Parse fail here, and make refuse to build.
+func TestMakefileVersion(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed:", err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		t.Fatalf("CHANGELOG.md: %v", err)
+	}
+	if len(c.Releases) == 0 {
+		t.Fatal("CHANGELOG.md has no release heading (## vX.Y.Z - YYYY-MM-DD)")
+	}
+	want := c.Releases[0].Version
+	cmd := exec.Command("make", "-s", "--no-print-directory", "-C", root, "print-version")
+	// As from a shell: no VERSION, nothing from a make that runs this test.
+	for _, kv := range os.Environ() {
+		switch strings.SplitN(kv, "=", 2)[0] {
+		case "VERSION", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES":
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make print-version: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != want || !versionPattern.MatchString(got) {
+		t.Errorf("make print-version = %q, want CHANGELOG.md's newest release %q", got, want)
+	}
+}
