@@ -119,13 +119,15 @@ func TestTakeOverExpired(t *testing.T) {
 	}
 	first.Abandon() // node-a's installer is killed: it renews no more
 
-	// node-a's next installer takes its own slot back at once.
+	// node-a's next installer takes its own slot back at once. The Lease's
+	// renewTime is then no earlier than renewed: its duration runs from
+	// there, not from when node-a's installer died.
+	renewed := time.Now()
 	again, err := a.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	again.Abandon() // and dies too
-	died := time.Now()
 
 	var waited []string
 	b, err := New(Options{Leases: cs.CoordinationV1().Leases(ns), Prefix: "cri-nstarget-install", Count: 1, Holder: "node-b",
@@ -140,8 +142,8 @@ func TestTakeOverExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Release(ctx)
-	if d := time.Since(died); d < duration {
-		t.Errorf("node-b took node-a's slot %v after node-a died, before its duration %v", d, duration)
+	if d := time.Since(renewed); d <= duration {
+		t.Errorf("node-b took node-a's slot %v after node-a last renewed it, before its duration %v", d, duration)
 	}
 	if len(waited) != 1 || waited[0] != "node-a" {
 		t.Errorf("node-b was told the slots are held by %q, want node-a", waited)
