@@ -26,15 +26,28 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
+// nriTooOld is set on legs whose containerd serves NRI in a version that
+// cannot adjust namespaces (containerd 2.0 and 2.1: NRI v0.8; the shim
+// needs v0.10), so the shims take the Update path there: make sets
+// NSTARGET_EXPECT_VIA=update on them (integration-containerd-2.0).
+// TestNRITooOldForNamespaces checks that the shim does so.
+var nriTooOld = os.Getenv("NSTARGET_EXPECT_VIA") == "update"
+
 // requireNRI skips t, saying why, when the backend has no NRI (containerd
-// 1.6); with NSTARGET_REQUIRE_NRI=1 (the containerd 2.4 leg) it fails t.
+// 1.6) or its NRI cannot adjust namespaces (nriTooOld); with
+// NSTARGET_REQUIRE_NRI=1 (the containerd 2.4 and 2.3 legs) it fails t.
 func requireNRI(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
+	v, _ := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
+	var why string
+	if _, err := os.Stat(env.Containerd.NRISocket()); err != nil {
+		why = fmt.Sprintf("%s %s serves no NRI socket at %s", v.GetRuntimeName(), v.GetRuntimeVersion(), env.Containerd.NRISocket())
+	} else if nriTooOld {
+		why = fmt.Sprintf("%s %s serves NRI, but a version that cannot adjust namespaces: the shim takes the Update path here (NSTARGET_EXPECT_VIA=update; TestNRITooOldForNamespaces)",
+			v.GetRuntimeName(), v.GetRuntimeVersion())
+	} else {
 		return
 	}
-	v, _ := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
-	why := fmt.Sprintf("%s %s serves no NRI socket at %s", v.GetRuntimeName(), v.GetRuntimeVersion(), env.Containerd.NRISocket())
 	if os.Getenv("NSTARGET_REQUIRE_NRI") == "1" {
 		t.Fatal(why)
 	}
@@ -57,11 +70,11 @@ func nriConnections(s *harness.Shim) int {
 	return strings.Count(string(b), `msg="targeting path" via=nri`)
 }
 
-// shimsUseNRI: the backend has NRI, and the shims are not forced onto the
-// Update path (NSTARGET_SHIM_FLAGS).
+// shimsUseNRI: the backend has NRI that adjusts namespaces, and the shims
+// are not forced onto the Update path (NSTARGET_SHIM_FLAGS).
 func shimsUseNRI() bool {
 	_, err := os.Stat(env.Containerd.NRISocket())
-	return err == nil && !strings.Contains(os.Getenv("NSTARGET_SHIM_FLAGS"), "update")
+	return err == nil && !nriTooOld && !strings.Contains(os.Getenv("NSTARGET_SHIM_FLAGS"), "update")
 }
 
 // specUpdated tells whether containerd's stored container was updated after
