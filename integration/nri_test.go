@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -137,6 +139,52 @@ func TestNRITargeting(t *testing.T) {
 				t.Errorf("containerd's container updated after create: %v, want %v", updated, tc.updated)
 			}
 		})
+	}
+}
+
+// On containerd 2.0 (NRI v0.8, without namespace adjustments) the shim
+// registers with NRI, turns it down saying why, and targets through the
+// Update path: the debug container sees the app's processes, the record
+// says via update, and containerd's stored container was updated after it
+// was made. It does not register again within the next seconds (it did,
+// every second, each time taking containerd's plugin-sync lock and being
+// sent every pod and container).
+func TestNRITooOldForNamespaces(t *testing.T) {
+	if _, err := os.Stat(env.Containerd.NRISocket()); err != nil || !nriTooOld {
+		t.Skip("for a backend that serves NRI without namespace adjustments (NSTARGET_EXPECT_VIA=update and an NRI socket: make integration-containerd-2.0)")
+	}
+	registrations := func() int {
+		b, _ := os.ReadFile(env.Containerd.LogPath())
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "synchronizing plugin") && strings.Contains(l, nriplugin.PluginName) {
+				n++
+			}
+		}
+		return n
+	}
+	before := registrations()
+	started := time.Now()
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn, "sleep", "3612")
+	dbg := mustCreate(t, c, p, "debug", targetOf(app))
+	updated := specUpdated(t, dbg) // before the start, whose check updates the record
+	mustStart(t, c, dbg)
+	if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3612") {
+		t.Errorf("debug container does not see the app's process:\n%s", ps)
+	}
+	if rec := direct.Info(t, dbg).Record(t); rec.Via != "update" || rec.Namespaces["pid"].Result != oci.Targeted || !updated {
+		t.Errorf("record %+v, updated after create %v: want targeted via update", rec, updated)
+	}
+	log, _ := os.ReadFile(s.LogPath())
+	if !regexp.MustCompile(`msg="targeting path" via=update why="the runtime's NRI version \\"v0\.[0-9]\.[0-9]+\\" cannot adjust namespaces`).Match(log) {
+		t.Errorf("the shim's log does not say it takes the Update path because the runtime's NRI is too old:\n%s", log)
+	}
+	time.Sleep(time.Until(started.Add(4 * time.Second)))
+	if n := registrations() - before; n != 1 {
+		t.Errorf("containerd synchronized the shim's NRI plugin %d times in 4 s, want once", n)
 	}
 }
 
