@@ -168,11 +168,11 @@ func TestNRITooOldForNamespaces(t *testing.T) {
 	s := startShim(t)
 	c := shimCRI(s)
 	p := runPod(t, c, ownMode)
-	app := run(t, c, p, "app", pidOwn, "sleep", "3612")
+	app := run(t, c, p, "app", pidOwn, "sleep", "3641")
 	dbg := mustCreate(t, c, p, "debug", targetOf(app))
 	updated := specUpdated(t, dbg) // before the start, whose check updates the record
 	mustStart(t, c, dbg)
-	if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3612") {
+	if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3641") {
 		t.Errorf("debug container does not see the app's process:\n%s", ps)
 	}
 	if rec := direct.Info(t, dbg).Record(t); rec.Via != "update" || rec.Namespaces["pid"].Result != oci.Targeted || !updated {
