@@ -127,12 +127,14 @@ fuzz:
 # e2e-containerd-2.0, e2e-upstream-containerd-2.4, ...; make integration,
 # conformance, e2e and e2e-upstream run theirs on each of BACKENDS.
 #
-# The window follows containerd's RELEASES.md and Kubernetes' releases: when
-# a Kubernetes minor comes out (1.38 is due on 2026-12-16), KUBERNETES_NEWEST
-# moves to it and the other two follow one minor down, each backend keeping
-# the kubelet of the newest minor it supports; a containerd release enters
-# BACKENDS at its first patch release and leaves for MATRIX_BACKENDS on the
-# day upstream ends its support (2.0: March 2027).
+# The window follows containerd's RELEASES.md and Kubernetes' releases
+# (docs/operations.md, "How the window moves"): when a Kubernetes minor comes
+# out (1.38 is due on 2026-12-16), KUBERNETES_NEWEST moves to it and the
+# other two one minor up (kubelets 1.38, 1.37, 1.36 on 2.4, 2.3, 2.0); a
+# containerd release leaves BACKENDS for MATRIX_BACKENDS when containerd ends
+# its support (2.0: March 2027). containerd's own matrix recommends 2.0 up
+# to Kubernetes 1.34, past its end of life: 2.0 is paired with the oldest
+# Kubernetes still supported.
 #
 # Which leg proves what (docs/reports/conformance.md, "What CI proves"):
 #   integration-containerd-X   the shim against a real containerd and runc: passthrough, wire fidelity,
