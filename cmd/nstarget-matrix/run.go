@@ -60,7 +60,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.critest, "critest", "", "critest binary; empty skips critest")
 	fs.BoolVar(&o.critestNRI, "critest-nri", false, "run critest's NRI specs too, on the backend's NRI socket (containerd 2.x)")
 	fs.StringVar(&o.critestSkip, "critest-skip", "hack/critest/skip.txt", "critest skip list (REGEXP | reason)")
-	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 91, containerd-1.7: 93, containerd-2.1: 92, containerd-2.3: 123, containerd-2.4: 124)")
+	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 91, containerd-1.7: 93, containerd-2.0: 105, containerd-2.1: 92, containerd-2.3: 123, containerd-2.4: 124)")
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
 	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")
