@@ -1,12 +1,12 @@
 # cri-nstarget. On a fresh Debian machine, as root:
 #   make run    the shim in front of containerd (a private one unless CONTAINERD_ADDRESS is set:
 #               RUN_BACKEND, by default 2.4, built once into /var/cache/cri-nstarget, a few minutes
-#               the first time, its progress shown; 2.3 or 1.7 likewise; RUN_BACKEND=1.6 is quick,
+#               the first time, its progress shown; 2.3, 2.0 or 1.7 likewise; RUN_BACKEND=1.6 is quick,
 #               Debian's 1.6.20, past end of life), and crictl
 #   make demo   the feature end to end, then a clean teardown (RUN_BACKEND as for make run)
 #   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, release check
 #               (packages built twice, installed and purged in an overlay), then on each supported
-#               containerd (BACKENDS: 2.4 the newest, 2.3 the LTS, 1.7; each with its own runc)
+#               containerd (BACKENDS: 2.4 the newest, 2.3 and 2.0 the LTS; each with its own runc)
 #               integration, conformance (the TARGET suite, the shipped nstarget-conformance, on all
 #               three; critest parity on 2.4, TEST_CRITEST_BACKENDS), end to end with the kubelet
 #               nodes pair it with (make e2e: 1.37, 1.36, 1.35), Kubernetes' own specs on 2.4 (make
@@ -16,7 +16,7 @@
 #               and package changelogs from CHANGELOG.md (VERSION must have its entry there; by
 #               default the newest release there)
 #   make docs   the flag and key reference (README.md, man page) and config/default.toml, from config/
-#   make matrix integration and conformance on containerd 1.6 and 2.1 (outside CI)
+#   make matrix integration and conformance on containerd 1.7 (best effort), 1.6 and 2.1 (outside CI)
 #   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
 #               end to end, on each backend with its kubelet (part of make test)
 
@@ -110,53 +110,71 @@ fuzz:
 # release ships with (its script/setup/runc-version; hack/runc.sh), and
 # paired with the kubelet that nodes run beside it (Kubernetes' own
 # compatibility matrix, containerd's RELEASES.md). Every version is named
-# here, once:
-#   backend  containerd             runc             kubelet
-#   2.4      $(CONTAINERD_24)  the newest   $(RUNC_2)    $(KUBERNETES_NEWEST)
-#   2.3      $(CONTAINERD_23)  LTS to 2028  $(RUNC_2)    $(KUBERNETES_PREVIOUS)
-#   1.7      $(CONTAINERD_17)               $(RUNC_17)   $(KUBERNETES_OLDEST)
-#   2.1      $(CONTAINERD_21)  (make matrix)  Debian's
+# here, once (docs/versions_test.go holds README.md, docs/operations.md,
+# docs/testing.md and SECURITY.md to it):
+#   backend  containerd                          runc          kubelet
+#   2.4      $(CONTAINERD_24)  active to 2027-05     $(RUNC_2)    $(KUBERNETES_NEWEST)
+#   2.3      $(CONTAINERD_23)  LTS to 2028-04-30     $(RUNC_2)    $(KUBERNETES_PREVIOUS)
+#   2.0      $(CONTAINERD_20)  LTS to 2027-03        $(RUNC_20)   $(KUBERNETES_OLDEST)
+#   1.7      $(CONTAINERD_17)  ended 2026-09, best effort (make matrix)  $(RUNC_17)  $(KUBERNETES_OLDEST)
+#   2.1      $(CONTAINERD_21)  ended, (make matrix)  Debian's
 #   1.6      Debian's 1.6.20, past end of life (make matrix; make run RUN_BACKEND=1.6, the quick one)
-# `make test` runs BACKENDS (default: 2.4 2.3 1.7); `make matrix` runs
-# MATRIX_BACKENDS (1.6 2.1). A leg is named after its backend:
-# integration-containerd-2.4, conformance-containerd-2.3, e2e-containerd-1.7,
-# e2e-upstream-containerd-2.4, ...; make integration, conformance, e2e and
-# e2e-upstream run theirs on each of BACKENDS.
+# `make test` runs BACKENDS (default: 2.4 2.3 2.0, containerd's supported
+# releases); `make matrix` runs MATRIX_BACKENDS (1.7 1.6 2.1): no longer
+# supported upstream, kept because they cost CI nothing and a failure there
+# is worth knowing, fixed when it is cheap (best effort). A leg is named
+# after its backend: integration-containerd-2.4, conformance-containerd-2.3,
+# e2e-containerd-2.0, e2e-upstream-containerd-2.4, ...; make integration,
+# conformance, e2e and e2e-upstream run theirs on each of BACKENDS.
+#
+# The window follows containerd's RELEASES.md and Kubernetes' releases
+# (docs/operations.md, "How the window moves"): when a Kubernetes minor comes
+# out (1.38 is due on 2026-12-16), KUBERNETES_NEWEST moves to it and the
+# other two one minor up (kubelets 1.38, 1.37, 1.36 on 2.4, 2.3, 2.0); a
+# containerd release leaves BACKENDS for MATRIX_BACKENDS when containerd ends
+# its support (2.0: March 2027). containerd's own matrix recommends 2.0 up
+# to Kubernetes 1.34, past its end of life: 2.0 is paired with the oldest
+# Kubernetes still supported.
 #
 # Which leg proves what (docs/reports/conformance.md, "What CI proves"):
 #   integration-containerd-X   the shim against a real containerd and runc: passthrough, wire fidelity,
 #                              targeting, pins, faults, restarts, RuntimeConfig passthrough. On 2.4 and
 #                              2.3 the NRI path (NSTARGET_REQUIRE_NRI: a backend without NRI fails),
-#                              user namespaces (NSTARGET_REQUIRE_USERNS); on 1.7 the Update path, the
-#                              only one there. h2spec (HTTP/2) on 2.4 only: the framing is grpc-go's,
-#                              the shim's own, whatever the backend; the load test (64 clients of
-#                              targeted pod lifecycles) for 30 s on 2.4, 10 s on the others.
+#                              user namespaces (NSTARGET_REQUIRE_USERNS); on 2.0, whose NRI (v0.8)
+#                              cannot adjust namespaces, the Update path (NSTARGET_EXPECT_VIA=update:
+#                              the shim must have turned NRI down) and user namespaces; on 1.7 the
+#                              Update path, the only one there. h2spec (HTTP/2) on 2.4 only: the
+#                              framing is grpc-go's, the shim's own, whatever the backend; the load
+#                              test (64 clients of targeted pod lifecycles) for 30 s on 2.4, 10 s on
+#                              the others.
 #   integration-containerd-2.4-update  the targeting tests again with the shims forced onto the
 #                              Update path, on a backend that also has NRI and user namespaces
 #   conformance-containerd-X   the TARGET suite (nstarget-conformance, built by the rule make release
 #                              ships it with) through the shim on all three, and on containerd alone
-#                              (a measurement) on 2.4 and 2.3, and on 1.7 where critest runs;
+#                              (a measurement) on 2.4 and 2.3, and on 2.0 and 1.7 where critest runs;
 #                              critest $(CRITEST_VERSION) parity (the same specs pass directly and
 #                              through the shim, above a floor) on CRITEST_BACKENDS: 2.4 and 2.3 (the
 #                              newest and the LTS) for a leg run alone, 2.4 in make test
-#                              (TEST_CRITEST_BACKENDS); `make conformance` adds 1.7 and the matrix
+#                              (TEST_CRITEST_BACKENDS); `make conformance` adds 2.0 and the matrix
 #   e2e-containerd-X           the whole e2e scenario set (kubectl debug --target and the rest of
 #                              e2e/) with the backend's kubelet under the newest control plane;
 #                              NSTARGET_EXPECT_VIA says which path every targeted create must take
 #   e2e-upstream-containerd-X  Kubernetes' own Ephemeral Containers and kubectl debug specs, and the
 #                              project's, directly and through the shim, with the backend's kubelet
-BACKENDS        ?= 2.4 2.3 1.7
-MATRIX_BACKENDS ?= 1.6 2.1
+BACKENDS        ?= 2.4 2.3 2.0
+MATRIX_BACKENDS ?= 1.7 1.6 2.1
 CONTAINERD_24 ?= v2.4.2
 CONTAINERD_23 ?= v2.3.7
+CONTAINERD_20 ?= v2.0.14
 CONTAINERD_17 ?= v1.7.35
 CONTAINERD_21 ?= v2.1.4
-# runc: containerd 2.3.7 and 2.4.2 ship with 1.5.2, containerd 1.7.35 with
-# 1.3.6; 2.1 and 1.6 run Debian's.
+# runc: containerd 2.3.7 and 2.4.2 ship with 1.5.2, containerd 2.0.14 and
+# 1.7.35 with 1.3.6; 2.1 and 1.6 run Debian's.
 RUNC_2  ?= v1.5.2
-RUNC_17 ?= v1.3.6
+RUNC_20 ?= v1.3.6
 RUNC_24 := $(RUNC_2)
 RUNC_23 := $(RUNC_2)
+RUNC_17 := $(RUNC_20)
 # Kubernetes: the newest release, and the two before it (three minors are
 # supported). Only the newest is built whole (kube-apiserver, kubectl,
 # kubelet; e2e.test and the controllers for e2e-upstream): an older
@@ -168,6 +186,7 @@ KUBERNETES_PREVIOUS ?= v1.36.3
 KUBERNETES_OLDEST   ?= v1.35.4
 KUBELET_24 := $(KUBERNETES_NEWEST)
 KUBELET_23 := $(KUBERNETES_PREVIOUS)
+KUBELET_20 := $(KUBERNETES_OLDEST)
 KUBELET_17 := $(KUBERNETES_OLDEST)
 KUBELET_21 := $(KUBERNETES_OLDEST)
 KUBELET_16 := $(KUBERNETES_OLDEST)
@@ -189,11 +208,13 @@ kubernetes     = $$($(call kubernetes_sh,$(1),$(2)))
 # What each backend's legs add to the environment and the arguments.
 INTEGRATION_ENV_24 := NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec NSTARGET_REQUIRE_USERNS=1 NSTARGET_REQUIRE_NRI=1
 INTEGRATION_ENV_23 := NSTARGET_H2SPEC=off NSTARGET_REQUIRE_USERNS=1 NSTARGET_REQUIRE_NRI=1 NST_LOAD_SECONDS=10
+INTEGRATION_ENV_20 := NSTARGET_H2SPEC=off NSTARGET_REQUIRE_USERNS=1 NSTARGET_EXPECT_VIA=update NST_LOAD_SECONDS=10
 INTEGRATION_ENV_17 := NSTARGET_H2SPEC=off NST_LOAD_SECONDS=10
 INTEGRATION_ENV_21 := NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec
 INTEGRATION_ENV_16 := NSTARGET_H2SPEC=off
 E2E_ENV_24 := NSTARGET_REQUIRE_USERNS=1 NSTARGET_EXPECT_VIA=nri
 E2E_ENV_23 := NSTARGET_REQUIRE_USERNS=1 NSTARGET_EXPECT_VIA=nri
+E2E_ENV_20 := NSTARGET_REQUIRE_USERNS=1 NSTARGET_EXPECT_VIA=update
 E2E_ENV_17 := NSTARGET_EXPECT_VIA=update
 E2E_ENV_16 := NSTARGET_EXPECT_VIA=update
 # critest's floor is what a run passed both ways (nstarget-matrix records the
@@ -208,19 +229,29 @@ CRITEST_BACKENDS ?= 2.4 2.3
 # the same legs on every backend but two: critest parity and Kubernetes' own
 # specs run on the newest (TEST_CRITEST_BACKENDS, TEST_UPSTREAM_BACKENDS).
 # critest parity on 2.3 and 1.7 (`make conformance`) and the upstream specs
-# with kubelets 1.36 and 1.35 (`make e2e-upstream`) passed on 2026-11-27
-# (docs/reports/conformance.md); they cost CI about 8 more minutes warm.
+# with kubelets 1.36 and 1.35 (`make e2e-upstream`, 1.35 then beside 1.7)
+# passed on 2026-11-27 (docs/reports/conformance.md); they cost CI about 8
+# more minutes warm. critest parity on 2.0.14 (105 specs both ways, no NRI or
+# sandbox metrics specs) passed on 2026-12-06.
 TEST_CRITEST_BACKENDS  ?= 2.4
 TEST_UPSTREAM_BACKENDS ?= 2.4
 CRITEST_MIN_PASS_CONTAINERD24 ?= 124
 CRITEST_MIN_PASS_CONTAINERD23 ?= 123
 CONFORMANCE_ARGS_24 := --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD24) --critest-nri --modes direct,shim,shim-strict,shim-update
 CONFORMANCE_ARGS_23 := --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD23) --critest-nri --modes direct,shim
-# On 1.7 the suite through the shim only, unless critest runs there (make
-# conformance): what containerd 1.7 does alone is a measurement, which
+# On 2.0 and 1.7 the suite through the shim only, unless critest runs there
+# (make conformance): what containerd does alone is a measurement, which
 # decides nothing (docs/reports/conformance.md has it from make conformance).
+# Both take the Update path, so shim-update would repeat shim. On 2.0 the
+# suite's pods are on a pod network (a CNI bridge): containerd 2.0 cannot run
+# a user-namespaced pod on the host network (it pins the user namespace
+# through the pod's network namespace; "failed to pin user namespace"),
+# which Kubernetes never asks for, and its user-namespace cases are required.
 comma := ,
-CONFORMANCE_ARGS_17 = $(if $(filter 1.7,$(CRITEST_BACKENDS)),--modes direct$(comma)shim,--modes shim)
+conformance_shim_only = $(if $(filter $(1),$(CRITEST_BACKENDS)),--modes direct$(comma)shim,--modes shim)
+CRITEST_MIN_PASS_CONTAINERD20 ?= 105
+CONFORMANCE_ARGS_20 = $(call conformance_shim_only,2.0) --suite-pod-network-mode pod --critest-min-pass $(CRITEST_MIN_PASS_CONTAINERD20)
+CONFORMANCE_ARGS_17 = $(call conformance_shim_only,1.7)
 
 # h2spec (HTTP/2 conformance) for integration/h2spec_test.go, built into bin/
 # from its own module (hack/h2spec/go.mod), so it never enters go.mod:
@@ -273,7 +304,7 @@ e2e-tools: deps build
 # (docs/reports/reliability.md, Soak); the components' logs go to bin/soak/.
 #   make soak                            30 minutes on containerd $(CONTAINERD_24) (NRI)
 #   make soak SOAK_DURATION=3m           a smoke run
-#   make soak SOAK_BACKEND=1.7           on containerd $(CONTAINERD_17) (the Update path); any of BACKENDS,
+#   make soak SOAK_BACKEND=2.0           on containerd $(CONTAINERD_20) (the Update path); any of BACKENDS,
 #                                        each with its kubelet (KUBELET_xx), the control plane $(KUBERNETES_NEWEST)
 #   make soak SOAK_SEED=N                the schedule and workload of seed N again
 #   make soak SOAK_BREAK=intents|nrigate a deliberately broken shim (build tag
@@ -378,7 +409,7 @@ test: deps lint unit race fuzz install-check release-check \
 # make run: a private containerd, RUN_BACKEND (default 2.4, the newest
 # supported: containerd $(CONTAINERD_24) with runc $(RUNC_24), built once into
 # /var/cache/cri-nstarget, a few minutes the first time, with its progress
-# shown; 2.3 and 1.7 likewise; 1.6: Debian's 1.6.20 at once, past end of
+# shown; 2.3, 2.0 and 1.7 likewise; 1.6: Debian's 1.6.20 at once, past end of
 # life), or with CONTAINERD_ADDRESS the containerd there; and the pinned
 # crictl (cri-tools $(CRITEST_VERSION)) in bin/, which Debian does not package.
 RUN_BACKEND ?= 2.4
@@ -419,7 +450,7 @@ bench-events: deps build
 		--etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_EVENTS_ARGS)
 
 # The TARGET create measure on one backend (BENCH_BACKEND: 2.4, the NRI
-# path, by default; 1.7 for the Update path), with the proxy's hop measured
+# path, by default; 2.0 or 1.7 for the Update path), with the proxy's hop measured
 # in the same rounds (Version through the shim and direct, one each a round)
 # and the shim's garbage collection over them; about 4 minutes at 300 rounds.
 # BENCH_TARGET_ARGS e.g. "-count 100 -steps".

@@ -1,12 +1,15 @@
 // Package docs holds the user documents. Its test holds the tables of
-// supported versions in README.md and docs/operations.md to the Makefile,
-// the one place each version is named: a backend added, dropped or moved to
-// another runc or kubelet there fails here until the documents say the same.
+// supported versions in README.md and docs/operations.md, SECURITY.md's
+// supported line, README's test command, docs/testing.md's legs and every
+// leg named in the documents to the Makefile, the one place each version is
+// named: a backend added, dropped or moved to another runc or kubelet there
+// fails here until the documents say the same.
 package docs
 
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,9 +25,8 @@ func minor(v string) string {
 	return parts[0] + "." + parts[1]
 }
 
-// makefileBackends reads the supported backends (BACKENDS) and their
-// versions from the Makefile's variables.
-func makefileBackends(t *testing.T) []backend {
+// makefileVars reads the Makefile's variables, as first assigned.
+func makefileVars(t *testing.T) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile("../Makefile")
 	if err != nil {
@@ -39,6 +41,14 @@ func makefileBackends(t *testing.T) []backend {
 			}
 		}
 	}
+	return vars
+}
+
+// makefileBackends reads the supported backends (BACKENDS) and their
+// versions from the Makefile's variables.
+func makefileBackends(t *testing.T) []backend {
+	t.Helper()
+	vars := makefileVars(t)
 	// $(NAME) references, as make expands them (one level is all the table uses).
 	expand := func(v string) string {
 		if m := regexp.MustCompile(`^\$\(([A-Z0-9_]+)\)$`).FindStringSubmatch(v); m != nil {
@@ -125,6 +135,93 @@ func TestSupportedVersions(t *testing.T) {
 			if len(r) < 3 || !strings.HasPrefix(r[0], doc.first(b)) || r[1] != minor(b.runc) || r[2] != minor(b.kubelet) {
 				t.Errorf("%s, %s, row %d: %q; the Makefile says containerd %s, runc %s, kubelet %s (want %q | %s | %s)",
 					doc.file, doc.heading, i+1, r, b.containerd, b.runc, b.kubelet, doc.first(b), minor(b.runc), minor(b.kubelet))
+			}
+		}
+	}
+}
+
+// minors are the containerd minors of backends, in order ("2.4 2.3 2.0").
+func minors(backends []backend) string {
+	var m []string
+	for _, b := range backends {
+		m = append(m, minor(b.containerd))
+	}
+	return strings.Join(m, " ")
+}
+
+// listed is the containerd minors named in the text of file between the
+// first occurrence of before and the next occurrence of after, in order.
+func listed(t *testing.T, file, before, after string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(strings.Join(strings.Fields(string(b)), " "), before)
+	if !ok {
+		t.Fatalf("%s: no %q", file, before)
+	}
+	text, _, ok := strings.Cut(rest, after)
+	if !ok {
+		t.Fatalf("%s: no %q after %q", file, after, before)
+	}
+	return strings.Join(regexp.MustCompile(`\b\d+\.\d+\b`).FindAllString(text, -1), " ")
+}
+
+// The supported containerd releases as the prose names them: SECURITY.md's
+// supported line, README's test command, and docs/testing.md's legs, which
+// also give each backend's full containerd, runc and kubelet versions.
+func TestSupportedVersionsNamed(t *testing.T) {
+	backends := makefileBackends(t)
+	want := minors(backends)
+	for _, c := range []struct{ file, before, after string }{
+		{"../SECURITY.md", "the containerd releases upstream still supports (", " today"},
+		{"../README.md", "make test # every test, on containerd", " with their kubelets"},
+	} {
+		if got := listed(t, c.file, c.before, c.after); got != want {
+			t.Errorf("%s names containerd %q after %q; the Makefile's BACKENDS: %q", c.file, got, c.before, want)
+		}
+	}
+	b, err := os.ReadFile("testing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, legs, _ := strings.Cut(string(b), "## The legs of `make test`")
+	legs, _, _ = strings.Cut(legs, "|")
+	legs = strings.Join(strings.Fields(legs), " ")
+	for _, be := range backends {
+		for _, v := range []string{be.containerd + " ", be.runc, be.kubelet} {
+			if !strings.Contains(legs, v) {
+				t.Errorf("docs/testing.md, The legs of `make test`: %q missing (the Makefile's backend %s: containerd %s, runc %s, kubelet %s)",
+					v, minor(be.containerd), be.containerd, be.runc, be.kubelet)
+			}
+		}
+	}
+}
+
+// Every leg the documents name (integration-containerd-2.4, ...) is one the
+// Makefile defines: its backend is in BACKENDS or MATRIX_BACKENDS. The
+// reports (docs/reports/) are dated evidence and may name legs since gone.
+func TestLegNames(t *testing.T) {
+	vars := makefileVars(t)
+	defined := map[string]bool{}
+	for _, b := range strings.Fields(vars["BACKENDS"] + " " + vars["MATRIX_BACKENDS"]) {
+		defined[b] = true
+	}
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../README.md", "../SECURITY.md", "cri-nstarget.8", "nstarget-conformance.8")
+	leg := regexp.MustCompile(`\b(?:integration|conformance|e2e|e2e-upstream)-containerd-(\d+\.\d+)\b`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range leg.FindAllStringSubmatch(string(b), -1) {
+			if !defined[m[1]] {
+				t.Errorf("%s names %s; the Makefile has no backend %s (BACKENDS %q, MATRIX_BACKENDS %q)", f, m[0], m[1], vars["BACKENDS"], vars["MATRIX_BACKENDS"])
 			}
 		}
 	}

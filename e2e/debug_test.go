@@ -326,7 +326,7 @@ func TestShimRestart(t *testing.T) {
 // supports user namespaces (NSTARGET_REQUIRE_USERNS=1 makes it required).
 func TestDebugTargetUserNamespaced(t *testing.T) {
 	if os.Getenv("NSTARGET_REQUIRE_USERNS") != "1" {
-		t.Skip("skipping: user-namespaced pods need containerd 2.x with a runc that supports them (the containerd 2.4 and 2.3 legs set NSTARGET_REQUIRE_USERNS=1)")
+		t.Skip("skipping: user-namespaced pods need containerd 2.x with a runc that supports them (the containerd 2.4, 2.3 and 2.0 legs set NSTARGET_REQUIRE_USERNS=1)")
 	}
 	no := false
 	app, appNS := startApp(t, podSpec{name: "userns", hostUsers: &no})

@@ -274,9 +274,10 @@ func firstLine(out string) string {
 }
 
 // expectVia is the path the shim must take to target on this leg
-// (NSTARGET_EXPECT_VIA, set by make e2e: "nri" on containerd 2.x, whose NRI
-// the harness serves, "update" on 1.7, which has none enabled); empty
-// checks nothing.
+// (NSTARGET_EXPECT_VIA, set by make e2e: "nri" on containerd 2.4 and 2.3,
+// whose NRI the harness serves, "update" on 2.0, whose NRI (v0.8) cannot
+// adjust namespaces, and on 1.7, which has none enabled); empty checks
+// nothing.
 var expectVia = os.Getenv("NSTARGET_EXPECT_VIA")
 
 // checkVia fails t when the record of a targeted container says another

@@ -30,7 +30,7 @@ const streamingGate = "CRIListStreaming"
 //   - Where containerd implements them (2.4), the streams reach it and
 //     answer OK, and the kubelet no longer makes the unary list calls.
 //   - Where containerd answers Unimplemented (2.3, with kubelet 1.36 on
-//     make e2e-containerd-2.3; 1.7's kubelet 1.35 has no gate, so the test
+//     make e2e-containerd-2.3; 2.0's kubelet 1.35 has no gate, so the test
 //     skips there), the shim passes the code back, the kubelet says it
 //     falls back, and its lists go on unary.
 //

@@ -95,6 +95,27 @@ func runPod(t *testing.T, c critesting.CRI, pidMode runtimeapi.NamespaceMode) po
 	return runPodWith(t, c, &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: pidMode})
 }
 
+// stopPod stops pod sandbox id through c as the kubelet does: a failed
+// StopPodSandbox is tried again, up to three times a second apart, each
+// retried error logged. containerd 2.0 (and 2.1) sometimes answers "failed
+// to kill container ...: ttrpc: closed" when a container died with the PID
+// namespace it shared (a debug container with its target, here); the same
+// call again stops the pod.
+func stopPod(t *testing.T, c critesting.CRI, id string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		_, err := c.Runtime.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+		if err == nil {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("StopPodSandbox %s (%d attempts): %v", id, attempt, err)
+		}
+		t.Logf("StopPodSandbox %s (attempt %d, retried as the kubelet does): %v", id, attempt, err)
+		time.Sleep(time.Second)
+	}
+}
+
 // runPodWith is runPod with the pod's namespace options.
 func runPodWith(t *testing.T, c critesting.CRI, ns *runtimeapi.NamespaceOption) pod {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,18 +24,32 @@ import (
 
 	"github.com/cri-nstarget/cri-nstarget/internal/critesting"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
+// nriTooOld is set on legs whose containerd serves NRI in a version that
+// cannot adjust namespaces (containerd 2.0 and 2.1: NRI v0.8; the shim
+// needs v0.10), so the shims take the Update path there: make sets
+// NSTARGET_EXPECT_VIA=update on them (integration-containerd-2.0).
+// TestNRITooOldForNamespaces checks that the shim does so.
+var nriTooOld = os.Getenv("NSTARGET_EXPECT_VIA") == "update"
+
 // requireNRI skips t, saying why, when the backend has no NRI (containerd
-// 1.6); with NSTARGET_REQUIRE_NRI=1 (the containerd 2.4 leg) it fails t.
+// 1.6) or its NRI cannot adjust namespaces (nriTooOld); with
+// NSTARGET_REQUIRE_NRI=1 (the containerd 2.4 and 2.3 legs) it fails t.
 func requireNRI(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(env.Containerd.NRISocket()); err == nil {
+	v, _ := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
+	var why string
+	if _, err := os.Stat(env.Containerd.NRISocket()); err != nil {
+		why = fmt.Sprintf("%s %s serves no NRI socket at %s", v.GetRuntimeName(), v.GetRuntimeVersion(), env.Containerd.NRISocket())
+	} else if nriTooOld {
+		why = fmt.Sprintf("%s %s serves NRI, but a version that cannot adjust namespaces: the shim takes the Update path here (NSTARGET_EXPECT_VIA=update; TestNRITooOldForNamespaces)",
+			v.GetRuntimeName(), v.GetRuntimeVersion())
+	} else {
 		return
 	}
-	v, _ := direct.Runtime.Version(ctx(t), &runtimeapi.VersionRequest{})
-	why := fmt.Sprintf("%s %s serves no NRI socket at %s", v.GetRuntimeName(), v.GetRuntimeVersion(), env.Containerd.NRISocket())
 	if os.Getenv("NSTARGET_REQUIRE_NRI") == "1" {
 		t.Fatal(why)
 	}
@@ -57,11 +72,11 @@ func nriConnections(s *harness.Shim) int {
 	return strings.Count(string(b), `msg="targeting path" via=nri`)
 }
 
-// shimsUseNRI: the backend has NRI, and the shims are not forced onto the
-// Update path (NSTARGET_SHIM_FLAGS).
+// shimsUseNRI: the backend has NRI that adjusts namespaces, and the shims
+// are not forced onto the Update path (NSTARGET_SHIM_FLAGS).
 func shimsUseNRI() bool {
 	_, err := os.Stat(env.Containerd.NRISocket())
-	return err == nil && !strings.Contains(os.Getenv("NSTARGET_SHIM_FLAGS"), "update")
+	return err == nil && !nriTooOld && !strings.Contains(os.Getenv("NSTARGET_SHIM_FLAGS"), "update")
 }
 
 // specUpdated tells whether containerd's stored container was updated after
@@ -124,6 +139,52 @@ func TestNRITargeting(t *testing.T) {
 				t.Errorf("containerd's container updated after create: %v, want %v", updated, tc.updated)
 			}
 		})
+	}
+}
+
+// On containerd 2.0 (NRI v0.8, without namespace adjustments) the shim
+// registers with NRI, turns it down saying why, and targets through the
+// Update path: the debug container sees the app's processes, the record
+// says via update, and containerd's stored container was updated after it
+// was made. It does not register again within the next seconds (it did,
+// every second, each time taking containerd's plugin-sync lock and being
+// sent every pod and container).
+func TestNRITooOldForNamespaces(t *testing.T) {
+	if _, err := os.Stat(env.Containerd.NRISocket()); err != nil || !nriTooOld {
+		t.Skip("for a backend that serves NRI without namespace adjustments (NSTARGET_EXPECT_VIA=update and an NRI socket: make integration-containerd-2.0)")
+	}
+	registrations := func() int {
+		b, _ := os.ReadFile(env.Containerd.LogPath())
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "synchronizing plugin") && strings.Contains(l, nriplugin.PluginName) {
+				n++
+			}
+		}
+		return n
+	}
+	before := registrations()
+	started := time.Now()
+	s := startShim(t)
+	c := shimCRI(s)
+	p := runPod(t, c, ownMode)
+	app := run(t, c, p, "app", pidOwn, "sleep", "3641")
+	dbg := mustCreate(t, c, p, "debug", targetOf(app))
+	updated := specUpdated(t, dbg) // before the start, whose check updates the record
+	mustStart(t, c, dbg)
+	if ps := execIn(t, c, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3641") {
+		t.Errorf("debug container does not see the app's process:\n%s", ps)
+	}
+	if rec := direct.Info(t, dbg).Record(t); rec.Via != "update" || rec.Namespaces["pid"].Result != oci.Targeted || !updated {
+		t.Errorf("record %+v, updated after create %v: want targeted via update", rec, updated)
+	}
+	log, _ := os.ReadFile(s.LogPath())
+	if !regexp.MustCompile(`msg="targeting path" via=update why="the runtime's NRI version \\"v0\.[0-9]\.[0-9]+\\" cannot adjust namespaces`).Match(log) {
+		t.Errorf("the shim's log does not say it takes the Update path because the runtime's NRI is too old:\n%s", log)
+	}
+	time.Sleep(time.Until(started.Add(4 * time.Second)))
+	if n := registrations() - before; n != 1 {
+		t.Errorf("containerd synchronized the shim's NRI plugin %d times in 4 s, want once", n)
 	}
 }
 

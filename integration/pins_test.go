@@ -45,9 +45,7 @@ func TestPinsReleased(t *testing.T) {
 		if m := mountsUnder(t, pins); len(m) != 2 {
 			t.Fatalf("pins = %v, want two", m)
 		}
-		if _, err := c.Runtime.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
-			t.Fatal(err)
-		}
+		stopPod(t, c, p.id)
 		if _, err := c.Runtime.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
 			t.Fatal(err)
 		}
@@ -77,9 +75,7 @@ func TestPinsReleased(t *testing.T) {
 		if got, want := nsInside(t, c, keep, "pid"), nsInside(t, c, app, "pid"); got != want {
 			t.Errorf("after shim restart: pid namespace %s, want the app's %s", got, want)
 		}
-		if _, err := c.Runtime.StopPodSandbox(ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.id}); err != nil {
-			t.Fatal(err)
-		}
+		stopPod(t, c, p.id)
 		if _, err := c.Runtime.RemovePodSandbox(ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.id}); err != nil {
 			t.Fatal(err)
 		}

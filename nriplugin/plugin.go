@@ -35,6 +35,13 @@ const (
 // connection failed or was lost (containerd restarts close it).
 const retry = time.Second
 
+// retryTooOld is how long it waits before registering again with a runtime
+// whose NRI cannot adjust namespaces (containerd 2.0 and 2.1): that changes
+// only with a new containerd binary, and each registration takes
+// containerd's plugin-sync lock for writing and lists every pod and
+// container to the plugin. Meanwhile the Update path targets.
+const retryTooOld = time.Minute
+
 // Plugin is the shim as an NRI plugin: it holds the TARGET creates in
 // flight that expect an event (calls), and the connection's state.
 type Plugin struct {
@@ -104,50 +111,82 @@ func (p *Plugin) Tried() <-chan struct{} { return p.tried }
 // connects, waits for the connection to go, and connects again.
 func (p *Plugin) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		waited := time.Now()
-		registered, err := p.gate.registration(ctx)
-		if err != nil {
-			return
-		}
-		if d := time.Since(waited); d > time.Millisecond {
-			p.log.WithField("waited", d.Round(time.Millisecond)).Debug("NRI registration waited for RemovePodSandbox calls in the backend")
-		}
-		p.mu.Lock()
-		p.synced = registered
-		p.mu.Unlock()
-		closed := make(chan struct{})
-		var once sync.Once
-		st, err := stub.New(p, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex),
-			stub.WithSocketPath(p.socket), stub.WithLogger(stubLogger{p.log}),
-			stub.WithOnClose(func() { once.Do(func() { close(closed); registered() }) }))
-		if err == nil {
-			err = st.Start(ctx)
-		}
-		if err != nil {
-			registered()
-			p.set(false, fmt.Sprintf("NRI socket %s: %v", p.socket, err))
-		} else if v := st.RuntimeNRIVersion(); !semver.IsValid(v) || semver.Compare(v, MinVersion) < 0 {
-			p.set(false, fmt.Sprintf("the runtime's NRI version %q cannot adjust namespaces (needs %s)", v, MinVersion))
-			st.Stop()
-			registered()
-		} else {
-			p.set(true, fmt.Sprintf("connected to NRI %s at %s", v, p.socket))
-			select {
-			case <-closed:
-				p.set(false, "the NRI connection was lost")
-			case <-ctx.Done():
-				st.Stop()
-				registered()
-				p.set(false, "shutting down")
-				return
-			}
-		}
+		wait := p.connection(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(retry):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// connection registers the plugin with the runtime once and holds the
+// connection until it is lost or ctx ends; it returns how long to wait
+// before the next registration: retry, or retryTooOld when the runtime's
+// NRI cannot adjust namespaces.
+func (p *Plugin) connection(ctx context.Context) time.Duration {
+	waited := time.Now()
+	registered, err := p.gate.registration(ctx)
+	if err != nil {
+		return 0
+	}
+	if d := time.Since(waited); d > time.Millisecond {
+		p.log.WithField("waited", d.Round(time.Millisecond)).Debug("NRI registration waited for RemovePodSandbox calls in the backend")
+	}
+	synced := make(chan struct{})
+	var syncOnce sync.Once
+	p.mu.Lock()
+	p.synced = func() { registered(); syncOnce.Do(func() { close(synced) }) }
+	p.mu.Unlock()
+	closed := make(chan struct{})
+	var once sync.Once
+	st, err := stub.New(p, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex),
+		stub.WithSocketPath(p.socket), stub.WithLogger(stubLogger{p.log}),
+		stub.WithOnClose(func() { once.Do(func() { close(closed); registered() }) }))
+	if err == nil {
+		err = st.Start(ctx)
+	}
+	if err != nil {
+		registered()
+		p.set(false, fmt.Sprintf("NRI socket %s: %v", p.socket, err))
+		return retry
+	}
+	v := st.RuntimeNRIVersion()
+	if ok, why := adjustsNamespaces(v); !ok {
+		// containerd asks for its plugin-sync lock for writing once it has
+		// configured the plugin: the registration ends, for the gate, when
+		// it has synchronized the plugin (or the connection is gone).
+		select {
+		case <-synced:
+		case <-closed:
+		case <-ctx.Done():
+		}
+		st.Stop()
+		registered()
+		p.set(false, why)
+		return retryTooOld
+	}
+	p.set(true, fmt.Sprintf("connected to NRI %s at %s", v, p.socket))
+	select {
+	case <-closed:
+		p.set(false, "the NRI connection was lost")
+	case <-ctx.Done():
+		st.Stop()
+		registered()
+		p.set(false, "shutting down")
+	}
+	return retry
+}
+
+// adjustsNamespaces tells whether a runtime of NRI version v (as the
+// runtime sent it, or as NRI's stub inferred it from the runtime's own
+// version: containerd 2.0 and 2.1 send none, and are v0.8) can adjust
+// Linux namespaces, and if not, why.
+func adjustsNamespaces(v string) (bool, string) {
+	if !semver.IsValid(v) || semver.Compare(v, MinVersion) < 0 {
+		return false, fmt.Sprintf("the runtime's NRI version %q cannot adjust namespaces (needs %s)", v, MinVersion)
+	}
+	return true, ""
 }
 
 // Synchronize is the runtime's first request once it has configured the

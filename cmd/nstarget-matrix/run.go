@@ -18,11 +18,12 @@ import (
 )
 
 // usernsBackends are the backends whose default runtime handler must support
-// user namespaces (containerd 2.4.2 and 2.3.7 with runc 1.5.2): there, the
-// suite's user-namespace cases must run, and a backend that stops reporting
-// support fails them instead of skipping them. containerd 1.7 reports none,
-// 1.6 has none.
-var usernsBackends = map[string]bool{"containerd-2.4": true, "containerd-2.3": true}
+// user namespaces (containerd 2.4.2 and 2.3.7 with runc 1.5.2, 2.0.14 with
+// runc 1.3.6; 2.0 only with a pod network: make runs its suite with
+// --suite-pod-network-mode pod): there, the suite's user-namespace cases
+// must run, and a backend that stops reporting support fails them instead of
+// skipping them. containerd 1.7 reports none, 1.6 has none.
+var usernsBackends = map[string]bool{"containerd-2.4": true, "containerd-2.3": true, "containerd-2.0": true}
 
 // runOptions configure one backend's run.
 type runOptions struct {
@@ -55,11 +56,11 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.suite, "suite", "", "the TARGET suite, nstarget-conformance as released (make conformance-suite); empty skips it")
 	fs.StringVar(&o.suiteRun, "suite-run", "", "only the suite's cases matching this -test.run pattern (e.g. TestTarget/pid-reuse)")
 	fs.StringVar(&o.suiteNetwork, "suite-pod-network-mode", "host", "the suite's --pod-network-mode: host, or pod (on the CNI bridge)")
-	fs.BoolVar(&o.suiteUserns, "suite-require-userns", false, "the suite's --require-userns: its user-namespace cases fail instead of skipping when the backend reports no support; default: on for the backends that must support them (containerd-2.4, containerd-2.3)")
+	fs.BoolVar(&o.suiteUserns, "suite-require-userns", false, "the suite's --require-userns: its user-namespace cases fail instead of skipping when the backend reports no support; default: on for the backends that must support them (containerd-2.4, containerd-2.3, containerd-2.0)")
 	fs.StringVar(&o.critest, "critest", "", "critest binary; empty skips critest")
 	fs.BoolVar(&o.critestNRI, "critest-nri", false, "run critest's NRI specs too, on the backend's NRI socket (containerd 2.x)")
 	fs.StringVar(&o.critestSkip, "critest-skip", "hack/critest/skip.txt", "critest skip list (REGEXP | reason)")
-	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 91, containerd-1.7: 93, containerd-2.1: 92, containerd-2.3: 123, containerd-2.4: 124)")
+	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 91, containerd-1.7: 93, containerd-2.0: 105, containerd-2.1: 92, containerd-2.3: 123, containerd-2.4: 124)")
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
 	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")

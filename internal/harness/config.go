@@ -222,6 +222,9 @@ func renderConfigOpts(opts Options) string {
 	if opts.Runc != "" {
 		tmpl = strings.Replace(tmpl, runcRootLine, runcRootLine+runcBinaryLine, 1)
 	}
+	if opts.cniBinDir {
+		tmpl = strings.Replace(tmpl, cniBinDirsLine, cniBinDirLine, 1)
+	}
 	if len(opts.Runtimes) > 0 {
 		// each beside runc, before the CNI section of the same plugin
 		plugin := `plugins."io.containerd.grpc.v1.cri"`
@@ -333,6 +336,25 @@ func writeConfigOpts(opts Options) (string, error) {
 		return "", fmt.Errorf("write containerd config: %w", err)
 	}
 	return path, nil
+}
+
+// The CNI plugins' directory in the version 3 and 4 templates (bin_dirs,
+// containerd 2.1 and later), and as containerd 2.0 reads it (bin_dir: it
+// ignores bin_dirs and looks in /opt/cni/bin).
+const (
+	cniBinDirsLine = "    bin_dirs = [\"/usr/lib/cni\"]\n"
+	cniBinDirLine  = "    bin_dir = \"/usr/lib/cni\"\n"
+)
+
+// readsCNIBinDir tells whether the containerd of a `containerd --version`
+// line reads bin_dir rather than bin_dirs: 2.0.
+func readsCNIBinDir(version string) bool {
+	for _, f := range strings.Fields(version) {
+		if strings.HasPrefix(f, "v2.0.") || strings.HasPrefix(f, "2.0.") {
+			return true
+		}
+	}
+	return false
 }
 
 // configVersionOf picks the config schema from `binary --version`: 4 for

@@ -185,3 +185,44 @@ func TestRenderConfigRuntimes(t *testing.T) {
 		}
 	}
 }
+
+// containerd 2.0 reads the CNI plugins' directory from bin_dir and ignores
+// bin_dirs (2.1 and later): its pods then found no plugin in /opt/cni/bin
+// (`failed to find plugin "loopback" in path [/opt/cni/bin]`, e2e on
+// 2.0.14). Its config says bin_dir; every other version 3 or 4 config says
+// bin_dirs.
+func TestCNIBinDir(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    bool
+	}{
+		{"containerd github.com/containerd/containerd/v2 v2.0.14 module-proxy", true},
+		{"containerd github.com/containerd/containerd/v2 2.0.2~ds1 2.0.2~ds1-1", true},
+		{"containerd github.com/containerd/containerd/v2 v2.1.4 module-proxy", false},
+		{"containerd github.com/containerd/containerd/v2 v2.3.7 abc", false},
+		{"containerd github.com/containerd/containerd/v2 v2.4.2 module-proxy", false},
+		{"containerd github.com/containerd/containerd v1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da", false},
+	} {
+		if got := readsCNIBinDir(tc.version); got != tc.want {
+			t.Errorf("readsCNIBinDir(%q) = %v, want %v", tc.version, got, tc.want)
+		}
+	}
+	for _, binDir := range []bool{false, true} {
+		cfg := renderConfigOpts(Options{Dir: "/tmp/nst-1", RegistryHost: "127.0.0.1:5000", SandboxImage: "127.0.0.1:5000/nst/pause:1",
+			ConfigVersion: 3, Binary: "/nonexistent/containerd", cniBinDir: binDir})
+		var doc struct {
+			Plugins map[string]struct {
+				CNI map[string]any `toml:"cni"`
+			} `toml:"plugins"`
+		}
+		if err := toml.Unmarshal([]byte(cfg), &doc); err != nil {
+			t.Fatalf("bin_dir %v: %v\n%s", binDir, err, cfg)
+		}
+		cni := doc.Plugins["io.containerd.cri.v1.runtime"].CNI
+		_, hasDir := cni["bin_dir"]
+		_, hasDirs := cni["bin_dirs"]
+		if hasDir != binDir || hasDirs == binDir {
+			t.Errorf("containerd reads bin_dir: %v; the config's CNI section: %v", binDir, cni)
+		}
+	}
+}

@@ -58,6 +58,9 @@ type Options struct {
 	// NRIValidator, for containerd 2.x, is TOML for NRI's default
 	// validator (e.g. "enable = true\nreject_namespace_adjustment = true").
 	NRIValidator string
+	// cniBinDir: containerd (2.0) reads the CNI plugins' directory from
+	// bin_dir, not bin_dirs; set by StartContainerd from `Binary --version`.
+	cniBinDir bool
 	// Runtimes are runtime handlers besides runc.
 	Runtimes []Runtime
 	// LogWriter also receives containerd's stdout and stderr, which always
@@ -113,6 +116,13 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 			}
 			opts.ConfigVersion = n
 		}
+	}
+	if opts.ConfigVersion == 3 {
+		out, err := exec.Command(opts.Binary, "--version").Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s --version: %w", opts.Binary, err)
+		}
+		opts.cniBinDir = readsCNIBinDir(string(out))
 	}
 	if opts.Runc == "" {
 		opts.Runc = os.Getenv("NSTARGET_RUNC")
