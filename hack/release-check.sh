@@ -51,7 +51,7 @@ done
 # would be asked for next, with the notes and changelogs it would ship.
 "$GO" build -o "$work/nstarget-changelog" ./cmd/nstarget-changelog
 version=$("$work/nstarget-changelog" newest) ||
-  { echo "release-check: CHANGELOG.md has no release to build: it needs an entry \"## vX.Y.Z - YYYY-MM-DD\" (make release VERSION=vX.Y.Z builds that one)"; exit 1; }
+  { echo "release-check: CHANGELOG.md has no release to build: it needs an entry \"## [X.Y.Z] - YYYY-MM-DD\" (make release VERSION=vX.Y.Z builds that one)"; exit 1; }
 debver=${version#v}
 debver=${debver/-/\~}-1
 rpmver=$debver
@@ -221,7 +221,7 @@ check "RELEASE-NOTES.md names files make release made" bash -c \
   "for f in cri-nstarget_${debver}_amd64.deb cri-nstarget-${rpmver}.x86_64.rpm cri-nstarget-$version-linux-amd64.tar.gz cri-nstarget-conformance_${debver}_amd64.deb nstarget-conformance-$version-linux-amd64.tar.gz; do
      grep -qF \"\$f\" '$a/RELEASE-NOTES.md' && test -f '$a'/\"\$f\" || { echo \"\$f\"; exit 1; }; done"
 # Every release CHANGELOG.md lists, from the one built down (Debian's order).
-releases=$(grep -E '^## v[0-9]' CHANGELOG.md | sed 's/^## \(v[^ ]*\) .*/\1/' | sed -n "/^$version\$/,\$p" |
+releases=$("$work/nstarget-changelog" list | sed -n "/^$version\$/,\$p" |
   sed -e 's/^v//' -e 's/-/~/' -e 's/$/-1/' | tr '\n' ' ')
 for pkg in cri-nstarget cri-nstarget-conformance; do
   dpkg-deb --fsys-tarfile "$a/${pkg}_${debver}_amd64.deb" | tar -xO "./usr/share/doc/$pkg/changelog.Debian.gz" | zcat >"$work/$pkg.changelog"

@@ -25,7 +25,7 @@
 # commit builds the same bytes twice (hack/release-check.sh builds twice and
 # compares).
 # The words come from CHANGELOG.md (cmd/nstarget-changelog): VERSION must have
-# its entry there (## vX.Y.Z - YYYY-MM-DD). It becomes the release notes, the
+# its entry there (## [X.Y.Z] - YYYY-MM-DD, Keep a Changelog's form). It becomes the release notes, the
 # .debs' changelog.Debian.gz (with the older entries, in Debian's format) and
 # the .rpms' %changelog. A test build of a prerelease (vX.Y.Z-SOMETHING) may
 # take the Unreleased section instead: UNRELEASED=1.
