@@ -69,7 +69,7 @@ func Backend(cfg conf.Config, f Facts) Result {
 	ep := cfg.RuntimeEndpoint
 	if f.CRI.Err != nil {
 		return Result{Fail, fmt.Sprintf("runtime_endpoint %s: CRI Version: %v", ep, oneLine(f.CRI.Err)),
-			"start containerd (systemctl start containerd), or set runtime_endpoint to its socket"}
+			unreachable(f.CRI.Err, "start containerd (systemctl start containerd), or set runtime_endpoint to its socket")}
 	}
 	if f.CRI.Name != "containerd" {
 		return Result{Fail, fmt.Sprintf("runtime_endpoint %s answers as %q %s, not containerd", ep, f.CRI.Name, f.CRI.Version),
@@ -84,7 +84,7 @@ func Containerd(cfg conf.Config, f Facts) Result {
 	addr := cfg.ContainerdAddress
 	if f.API.Err != nil {
 		return Result{Fail, fmt.Sprintf("containerd_address %s: containerd's version service: %v", addr, oneLine(f.API.Err)),
-			"start containerd, or set containerd_address to its socket (grpc.address in its config): targeting reads container specs and pids there"}
+			unreachable(f.API.Err, "start containerd, or set containerd_address to its socket (grpc.address in its config): targeting reads container specs and pids there")}
 	}
 	v := f.API.Version
 	line, ok := support.LineOf(v)
@@ -149,6 +149,15 @@ func nriAdjusts(v string) (adjusts, known bool) {
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+// unreachable is what to do about a socket that did not answer with err:
+// run as root where the socket refused the caller, else do.
+func unreachable(err error, do string) string {
+	if strings.Contains(err.Error(), "permission denied") {
+		return "run the check as root, as the shim runs: the socket is root's"
+	}
+	return do
+}
 
 // socketPath is the file of a unix endpoint (config has checked its form).
 func socketPath(endpoint string) string {

@@ -76,7 +76,8 @@ func TestContainerd(t *testing.T) {
 		"1.7":        {"1.7.35", nil, want{Warn, []string{"1.7 is best effort", "ended September 2026", "2.4, 2.3, 2.0"}}},
 		"1.6":        {"1.6.20~ds1", nil, want{Fail, []string{"1.6.20~ds1", "outside the support window", "upgrade containerd"}}},
 		"2.2":        {"v2.2.1", nil, want{Fail, []string{"outside the support window"}}},
-		"no answer":  {"", errors.New("connect: permission denied"), want{Fail, []string{"permission denied", "containerd_address"}}},
+		"no answer":  {"", errors.New("connect: no such file or directory"), want{Fail, []string{"no such file", "start containerd, or set containerd_address"}}},
+		"not root":   {"", errors.New("connect: permission denied"), want{Fail, []string{"permission denied", "run the check as root"}}},
 		"no version": {"", nil, want{Fail, []string{"outside the support window"}}},
 	} {
 		expect(t, name, Containerd(cfg, Facts{API: Answer{Version: tc.version, Err: tc.err}}), tc.w)
