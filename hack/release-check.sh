@@ -309,6 +309,7 @@ export DEBIAN_FRONTEND=noninteractive
 # its dpkg record dropped (none of its maintainer scripts runs).
 pkgstatus() { dpkg-query -W -f '${db:Status-Abbrev}' "$1" 2>/dev/null | tr -d ' '; }
 export -f pkgstatus status
+t0=$(date +%s%N)
 if [ -n "$(pkgstatus containerd)" ]; then
   mkdir -p /usr/local/bin /usr/local/lib/systemd/system
   for f in $(dpkg-query -L containerd | grep '^/usr/bin/'); do mv "$f" /usr/local/bin/; done
@@ -328,6 +329,7 @@ check "the postinst printed cri-nstarget check: containerd not answering, what t
    grep -q "^  fail: runtime_endpoint unix:///run/containerd/containerd.sock: .*no such file or directory — start containerd" /tmp/release-check/install.log &&
    grep -q "^cri-nstarget: installed, but the check above failed" /tmp/release-check/install.log || { cat /tmp/release-check/install.log; false; }'
 sed 's/^/      postinst: /' /tmp/release-check/install.log | grep -e 'ok:' -e 'warn:' -e 'fail:' -e 'check above'
+echo "timing: the tarball node made, and apt-get install, in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 check "dpkg: installed" test "$(status)" = ii
 check "dpkg -L lists make install PREFIX=/usr's files (and Debian's)" \
   diff /tmp/release-check/expected-deb <(dpkg -L cri-nstarget | while read -r f; do [ -f "$f" ] && [ ! -L "$f" ] && echo "$f"; done | LC_ALL=C sort)
@@ -340,8 +342,10 @@ check "systemctl is-enabled: disabled" bash -c '[ "$(systemctl is-enabled cri-ns
 check "nothing was started (no /run/cri-nstarget, no process)" bash -c \
   '[ ! -e /run/cri-nstarget ] && ! for p in /proc/[0-9]*; do readlink "$p/exe" 2>/dev/null; done | grep -x /usr/bin/cri-nstarget'
 echo 'log_level = "debug"' >>/etc/cri-nstarget/config.toml
+t0=$(date +%s%N)
 check "dpkg -i again (reinstall) keeps a changed config" bash -c \
   'dpkg -i --force-confold '"$deb"' >/dev/null && grep -qx "log_level = \"debug\"" /etc/cri-nstarget/config.toml'
+echo "timing: dpkg -i (reinstall) in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 check "dpkg -r removes the package" dpkg -r cri-nstarget
 check "dpkg -r: config-files state, the conffile kept" bash -c '[ "$(dpkg-query -W -f "\${db:Status-Abbrev}" cri-nstarget | tr -d " ")" = rc ] && test -f /etc/cri-nstarget/config.toml'
 check "dpkg -r: binary, unit, man page and docs gone" bash -c \
@@ -425,7 +429,9 @@ echo "left: $(cd "$work/ov/upper" && find . -path ./var/lib/dpkg -prune -o -path
 EOF
 echo "$expected_deb" >"$work/expected-deb"
 mkdir -p "$work/ov"
+overlay_start=$SECONDS
 unshare --mount --propagation private bash "$work/overlay.sh" "$work" "$copy_dst" >"$work/overlay.log" 2>&1 || true
+echo "      the overlay's steps took $((SECONDS - overlay_start)) s"
 while IFS= read -r line; do
   case $line in
     "ok:   "*) ok "overlay: ${line#ok:   }" ;;
