@@ -24,15 +24,15 @@ GO       ?= go
 # The build stamps (cri-nstarget --version): the version, the commit (-dirty
 # when tracked files changed) and the commit's date, not the clock's, so that
 # the same commit builds the same bytes (SOURCE_DATE_EPOCH overrides the date).
-# The version is CHANGELOG.md's newest release (its first "## vX.Y.Z -
-# YYYY-MM-DD"), read by cmd/nstarget-changelog, which make release cuts the
-# notes with; not a git tag, which a clone need not have. A build between
+# The version is CHANGELOG.md's newest release (its first "## [X.Y.Z] -
+# YYYY-MM-DD", as vX.Y.Z), read by cmd/nstarget-changelog, which make
+# release cuts the notes with; not a git tag, which a clone need not have. A build between
 # releases says the last release and its own commit. VERSION=... overrides it
 # (make release VERSION=vX.Y.Z); make print-version prints it.
 # EXTRA_LDFLAGS: more linker flags (make release strips: -s -w).
 ifeq ($(origin VERSION),undefined)
 VERSION    := $(shell GOOS= GOARCH= $(GO) run ./cmd/nstarget-changelog newest)
-$(if $(VERSION),,$(error no version: "$(GO) run ./cmd/nstarget-changelog newest" printed none (why: above; no Go, or no "## vX.Y.Z - YYYY-MM-DD" in CHANGELOG.md); or give VERSION=vX.Y.Z))
+$(if $(VERSION),,$(error no version: "$(GO) run ./cmd/nstarget-changelog newest" printed none (why: above; no Go, or no "## [X.Y.Z] - YYYY-MM-DD" in CHANGELOG.md); or give VERSION=vX.Y.Z))
 endif
 COMMIT     ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; })
 BUILD_DATE ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ),$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null))

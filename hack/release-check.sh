@@ -10,7 +10,9 @@
 #     files, modes and contents (the binary aside), owned by root;
 #   - each .deb and .rpm holds `make install PREFIX=/usr`'s tree (man page
 #     gzipped) plus Debian's or RPM's own files, the config as a conffile,
-#     and depends on containerd; lintian reports no error on the .debs;
+#     and no hard dependency on containerd (only a suggestion: a node's
+#     containerd may come from its tarball or containerd.io; packaging/nfpm_test.go
+#     holds the config to the same); lintian reports no error on the .debs;
 #   - the TARGET suite likewise: nstarget-conformance's binary (static, its
 #     --version, --help, --list), its tarball (`make install-conformance`'s
 #     tree) and its packages (cri-nstarget-conformance, depending on nothing);
@@ -18,6 +20,10 @@
 #     entry, each .deb's changelog.Debian.gz parses (dpkg-parsechangelog) and
 #     holds that entry and the older ones, each .rpm's %changelog likewise,
 #     and make release refuses a version without an entry;
+#   - on a node whose containerd came from containerd's release tarball (no
+#     containerd package: made so in the overlay), `apt-get install ./the.deb`
+#     installs it downloading nothing, and its postinst prints `cri-nstarget
+#     check`'s lines (containerd not answering there) without failing;
 #   - the amd64 .deb installs, reinstalls (a changed config kept), removes (the
 #     config kept) and purges (nothing left) with dpkg; the unit is neither
 #     enabled nor started by it; the .rpm installs and erases with rpm (its
@@ -45,7 +51,7 @@ done
 # would be asked for next, with the notes and changelogs it would ship.
 "$GO" build -o "$work/nstarget-changelog" ./cmd/nstarget-changelog
 version=$("$work/nstarget-changelog" newest) ||
-  { echo "release-check: CHANGELOG.md has no release to build: it needs an entry \"## vX.Y.Z - YYYY-MM-DD\" (make release VERSION=vX.Y.Z builds that one)"; exit 1; }
+  { echo "release-check: CHANGELOG.md has no release to build: it needs an entry \"## [X.Y.Z] - YYYY-MM-DD\" (make release VERSION=vX.Y.Z builds that one)"; exit 1; }
 debver=${version#v}
 debver=${debver/-/\~}-1
 rpmver=$debver
@@ -164,8 +170,9 @@ for arch in amd64 arm64; do
     diff <(printf '%s\n%s\n' "$want" "$debian_own" | LC_ALL=C sort) \
     <(dpkg-deb -c "$deb" | awk '$1 ~ /^-/ {m=0; p=substr($1,2,9); for(i=1;i<=9;i++){m=m*2+(substr(p,i,1)!="-")}; printf "0%o %s\n", m, substr($6,2)}' | LC_ALL=C sort)
   check "$arch .deb: the config is its only conffile" diff <(echo /etc/cri-nstarget/config.toml) <(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)
-  check "$arch .deb: Architecture $arch, Depends: containerd" bash -c \
-    "[ \"\$(dpkg-deb -f '$deb' Architecture)\" = $arch ] && [ \"\$(dpkg-deb -f '$deb' Depends)\" = containerd ]"
+  check "$arch .deb: Architecture $arch, no Depends or Recommends, Suggests: containerd | containerd.io" bash -c \
+    "f=\$(dpkg-deb -f '$deb' Architecture Depends Pre-Depends Recommends Suggests); [ \"\$f\" = 'Architecture: $arch
+Suggests: containerd | containerd.io' ] || { echo \"\$f\"; false; }"
   check "$arch .deb: lintian reports no error" bash -c \
     "out=\$(lintian --tag-display-limit 0 '$deb' 2>&1 | grep -v 'running with root privileges'); echo \"\$out\"; ! grep -q '^E:' <<<\"\$out\""
   sed -n 's/^W: /      lintian warning: /p' <<<"$out"
@@ -177,8 +184,9 @@ for arch in amd64 arm64; do
   check "$arch .rpm: owns its directories (rpm -e removes them)" diff \
     <(printf '%s\n' /etc/cri-nstarget /usr/share/doc/cri-nstarget /usr/share/doc/cri-nstarget/examples /usr/share/doc/cri-nstarget/examples/kubelet.service.d) \
     <(rpm -qp --qf '[%{FILEMODES:octal} %{FILENAMES}\n]' "$rpmf" 2>/dev/null | awk '$1 ~ /^40/ {print $2}' | LC_ALL=C sort)
-  check "$arch .rpm: arch $rpmarch, requires containerd, digests verify" bash -c \
-    "[ \"\$(rpm -qp --qf '%{ARCH}' '$rpmf' 2>/dev/null)\" = $rpmarch ] && rpm -qpR '$rpmf' 2>/dev/null | grep -qx 'containerd' && rpm -K --nosignature '$rpmf' >/dev/null"
+  check "$arch .rpm: arch $rpmarch, requires and recommends no containerd, suggests it, digests verify" bash -c \
+    "[ \"\$(rpm -qp --qf '%{ARCH}' '$rpmf' 2>/dev/null)\" = $rpmarch ] && ! rpm -qp --requires --recommends '$rpmf' 2>/dev/null | grep containerd &&
+     [ \"\$(rpm -qp --suggests '$rpmf' 2>/dev/null)\" = '(containerd or containerd.io)' ] && rpm -K --nosignature '$rpmf' >/dev/null"
 done
 
 # --- the TARGET suite's packages: make install-conformance PREFIX=/usr's tree -------
@@ -213,7 +221,7 @@ check "RELEASE-NOTES.md names files make release made" bash -c \
   "for f in cri-nstarget_${debver}_amd64.deb cri-nstarget-${rpmver}.x86_64.rpm cri-nstarget-$version-linux-amd64.tar.gz cri-nstarget-conformance_${debver}_amd64.deb nstarget-conformance-$version-linux-amd64.tar.gz; do
      grep -qF \"\$f\" '$a/RELEASE-NOTES.md' && test -f '$a'/\"\$f\" || { echo \"\$f\"; exit 1; }; done"
 # Every release CHANGELOG.md lists, from the one built down (Debian's order).
-releases=$(grep -E '^## v[0-9]' CHANGELOG.md | sed 's/^## \(v[^ ]*\) .*/\1/' | sed -n "/^$version\$/,\$p" |
+releases=$("$work/nstarget-changelog" list | sed -n "/^$version\$/,\$p" |
   sed -e 's/^v//' -e 's/-/~/' -e 's/$/-1/' | tr '\n' ' ')
 for pkg in cri-nstarget cri-nstarget-conformance; do
   dpkg-deb --fsys-tarfile "$a/${pkg}_${debver}_amd64.deb" | tar -xO "./usr/share/doc/$pkg/changelog.Debian.gz" | zcat >"$work/$pkg.changelog"
@@ -294,7 +302,34 @@ if [ -n "$(status)" ] && [ "$(status)" != un ]; then
   dpkg -P cri-nstarget >/dev/null 2>&1
 fi
 export DEBIAN_FRONTEND=noninteractive
-check "dpkg -i installs the .deb" dpkg -i "$deb"
+# A node whose containerd came from containerd's release tarball (its
+# getting-started "option 1"): containerd in /usr/local/bin, its unit in
+# /usr/local/lib/systemd/system, and no containerd package. Made here from
+# this machine's Debian containerd, in the overlay only: its files moved,
+# its dpkg record dropped (none of its maintainer scripts runs).
+pkgstatus() { dpkg-query -W -f '${db:Status-Abbrev}' "$1" 2>/dev/null | tr -d ' '; }
+export -f pkgstatus status
+t0=$(date +%s%N)
+if [ -n "$(pkgstatus containerd)" ]; then
+  mkdir -p /usr/local/bin /usr/local/lib/systemd/system
+  for f in $(dpkg-query -L containerd | grep '^/usr/bin/'); do mv "$f" /usr/local/bin/; done
+  u=$(dpkg-query -L containerd | grep '/systemd/system/containerd.service$' | head -1)
+  [ -z "$u" ] || { sed 's|/usr/bin/|/usr/local/bin/|g' "$u" >/usr/local/lib/systemd/system/containerd.service; rm -f "$u"; }
+  awk 'BEGIN { RS = ""; ORS = "\n\n" } !/^Package: containerd\n/' /var/lib/dpkg/status >/var/lib/dpkg/status.new && mv /var/lib/dpkg/status.new /var/lib/dpkg/status
+  rm -f /var/lib/dpkg/info/containerd.*
+fi
+check "the node's containerd is the tarball's: no containerd or containerd.io package" bash -c \
+  '[ "$(pkgstatus containerd)" != ii ] && [ "$(pkgstatus containerd.io)" != ii ] && test -x /usr/local/bin/containerd'
+check "apt-get install ./the.deb (README's line) installs it there, downloading nothing" bash -c \
+  'apt-get install -y --no-download -o APT::Sandbox::User=root '"$deb"' >/tmp/release-check/install.log 2>&1 || { cat /tmp/release-check/install.log; false; }'
+check "dpkg: installed, and still no containerd package (apt pulled in nothing)" bash -c \
+  '[ "$(status)" = ii ] && [ "$(pkgstatus containerd)" != ii ] && ! grep -i "^Unpacking containerd\|^Setting up containerd\|^Setting up runc" /tmp/release-check/install.log'
+check "the postinst printed cri-nstarget check: containerd not answering, what to do; the install did not fail" bash -c \
+  'grep -q "^cri-nstarget: pre-flight check (cri-nstarget check):" /tmp/release-check/install.log &&
+   grep -q "^  fail: runtime_endpoint unix:///run/containerd/containerd.sock: .*no such file or directory — start containerd" /tmp/release-check/install.log &&
+   grep -q "^cri-nstarget: installed, but the check above failed" /tmp/release-check/install.log || { cat /tmp/release-check/install.log; false; }'
+sed 's/^/      postinst: /' /tmp/release-check/install.log | grep -e 'ok:' -e 'warn:' -e 'fail:' -e 'check above'
+echo "timing: the tarball node made, and apt-get install, in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 check "dpkg: installed" test "$(status)" = ii
 check "dpkg -L lists make install PREFIX=/usr's files (and Debian's)" \
   diff /tmp/release-check/expected-deb <(dpkg -L cri-nstarget | while read -r f; do [ -f "$f" ] && [ ! -L "$f" ] && echo "$f"; done | LC_ALL=C sort)
@@ -307,8 +342,10 @@ check "systemctl is-enabled: disabled" bash -c '[ "$(systemctl is-enabled cri-ns
 check "nothing was started (no /run/cri-nstarget, no process)" bash -c \
   '[ ! -e /run/cri-nstarget ] && ! for p in /proc/[0-9]*; do readlink "$p/exe" 2>/dev/null; done | grep -x /usr/bin/cri-nstarget'
 echo 'log_level = "debug"' >>/etc/cri-nstarget/config.toml
+t0=$(date +%s%N)
 check "dpkg -i again (reinstall) keeps a changed config" bash -c \
   'dpkg -i --force-confold '"$deb"' >/dev/null && grep -qx "log_level = \"debug\"" /etc/cri-nstarget/config.toml'
+echo "timing: dpkg -i (reinstall) in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 check "dpkg -r removes the package" dpkg -r cri-nstarget
 check "dpkg -r: config-files state, the conffile kept" bash -c '[ "$(dpkg-query -W -f "\${db:Status-Abbrev}" cri-nstarget | tr -d " ")" = rc ] && test -f /etc/cri-nstarget/config.toml'
 check "dpkg -r: binary, unit, man page and docs gone" bash -c \
@@ -352,7 +389,7 @@ rm -f /etc/systemd/system/kubelet.service.d/20-cri-nstarget.conf /etc/dpkg/dpkg.
 rmdir /etc/systemd/system/kubelet.service.d 2>/dev/null || true
 
 # The .rpm, with this machine's rpm (its database is empty: --nodeps, as
-# containerd is a Debian package here): installs its files, enables nothing;
+# not even /bin/sh, which the scriptlets require, is an rpm package here): installs its files, enables nothing;
 # rpm -e removes them, an unchanged config too, a changed one kept as .rpmsave.
 rpmi() { rpm "$@" --nodeps --force-debian 2>&1 | grep -v -e 'should not be used directly' -e 'assuming you know'; }
 rpmi -i /tmp/release-check/cri-nstarget.rpm
@@ -392,7 +429,9 @@ echo "left: $(cd "$work/ov/upper" && find . -path ./var/lib/dpkg -prune -o -path
 EOF
 echo "$expected_deb" >"$work/expected-deb"
 mkdir -p "$work/ov"
+overlay_start=$SECONDS
 unshare --mount --propagation private bash "$work/overlay.sh" "$work" "$copy_dst" >"$work/overlay.log" 2>&1 || true
+echo "      the overlay's steps took $((SECONDS - overlay_start)) s"
 while IFS= read -r line; do
   case $line in
     "ok:   "*) ok "overlay: ${line#ok:   }" ;;

@@ -25,7 +25,7 @@
 # commit builds the same bytes twice (hack/release-check.sh builds twice and
 # compares).
 # The words come from CHANGELOG.md (cmd/nstarget-changelog): VERSION must have
-# its entry there (## vX.Y.Z - YYYY-MM-DD). It becomes the release notes, the
+# its entry there (## [X.Y.Z] - YYYY-MM-DD, Keep a Changelog's form). It becomes the release notes, the
 # .debs' changelog.Debian.gz (with the older entries, in Debian's format) and
 # the .rpms' %changelog. A test build of a prerelease (vX.Y.Z-SOMETHING) may
 # take the Unreleased section instead: UNRELEASED=1.
@@ -188,7 +188,15 @@ cp "$work/image"/cri-nstarget-image-*.tar "$dist/"
 The files for linux/amd64 are named below; for arm64 take \`arm64\` (\`aarch64\` in the \`.rpm\`'s
 name). Check what you downloaded first: \`sha256sum -c --ignore-missing SHA256SUMS\`.
 
-On a node with containerd (the packages depend on it), as root:
+First the pre-flight, with the release's binary (each line ok, warn or fail, and what to do; exit 1
+on a fail): the kernel, cgroups, containerd answering and its version, NRI, the socket, the config,
+the kubelet's endpoint. The packages print it too when they install.
+\`\`\`sh
+install -m 0755 cri-nstarget-$version-linux-amd64 /tmp/cri-nstarget && /tmp/cri-nstarget check
+\`\`\`
+
+On a node with containerd, from a package or from containerd's release tarball (the packages
+depend on no containerd package: they suggest \`containerd | containerd.io\`), as root:
 \`\`\`sh
 apt-get install ./cri-nstarget_${debver}_amd64.deb        # Debian, Ubuntu
 dnf install ./cri-nstarget-${debver}.x86_64.rpm           # Fedora, RHEL and the like

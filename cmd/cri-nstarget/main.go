@@ -19,12 +19,16 @@ import (
 	"google.golang.org/grpc"
 
 	conf "github.com/cri-nstarget/cri-nstarget/config"
+	"github.com/cri-nstarget/cri-nstarget/preflight"
 	"github.com/cri-nstarget/cri-nstarget/server"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "config" {
 		os.Exit(configCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		os.Exit(checkCommand(context.Background(), os.Args[2:], os.Stdout, os.Stderr, preflight.NodeProbe))
 	}
 	cfg, showVersion, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {

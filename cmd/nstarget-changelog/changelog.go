@@ -3,23 +3,29 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
 
-// Changelog is CHANGELOG.md: an optional Unreleased section, then the
-// releases, newest first.
+// Changelog is CHANGELOG.md in Keep a Changelog's form (keepachangelog.com,
+// 1.1.0): an optional "## [Unreleased]" section, then the releases, newest
+// first, each "## [X.Y.Z] - YYYY-MM-DD"; link definitions ("[X.Y.Z]: URL")
+// at the end.
 type Changelog struct {
 	Unreleased *Entry
 	Releases   []Entry
 }
 
-// Entry is one section: "## v1.2.3 - 2026-11-28" (or "## Unreleased"), a
-// paragraph, then groups ("### Added") of items ("- ...").
+// Entry is one section: "## [1.2.3] - 2026-11-28" (or "## [Unreleased]"), a
+// paragraph, then groups ("### Added") of items ("- "...). A release's first
+// group is "### Breaking / action required" (its item "None." when nothing
+// is), so that no release hides what an operator must do.
 type Entry struct {
-	Version string    // "v1.2.3"; empty for Unreleased
+	Version string    // "v1.2.3" (the heading's, with the v the tags and artifacts carry); empty for Unreleased
 	Date    time.Time // midnight UTC of the heading's date; zero for Unreleased
 	Intro   string    // the paragraph before the first group, joined into one line
 	Groups  []Group
@@ -33,103 +39,171 @@ type Group struct {
 	Items []string // each item joined into one line
 }
 
+// Breaking is the group every release opens with.
+const Breaking = "Breaking / action required"
+
+// groups are the group names allowed: Keep a Changelog's, Breaking first,
+// and Known issues.
+var groups = []string{Breaking, "Added", "Changed", "Deprecated", "Removed", "Fixed", "Security", "Known issues"}
+
 var (
-	releaseHeading = regexp.MustCompile(`^## (v[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)?) - ([0-9]{4}-[0-9]{2}-[0-9]{2})$`)
+	releaseHeading = regexp.MustCompile(`^## \[([0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)?)\] - ([0-9]{4}-[0-9]{2}-[0-9]{2})$`)
+	// linkDef is a link reference definition, "[1.2.3]: https://...".
+	linkDef = regexp.MustCompile(`^\[[^\]]+\]: \S+$`)
 	// VersionPattern is what make release accepts as VERSION.
 	versionPattern = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)?$`)
 )
 
-// Parse reads a changelog. Every "## " heading must be "## Unreleased" (at
-// most once, first) or "## vX.Y.Z - YYYY-MM-DD", so that a mistyped heading
-// is an error and not a release that goes missing.
+// Parse reads a changelog. Every "## " heading must be "## [Unreleased]" (at
+// most once, first) or "## [X.Y.Z] - YYYY-MM-DD", and every "### " one a
+// group of groups, a release's first being Breaking, so that a mistyped
+// heading is an error and not a release or a warning that goes missing.
 func Parse(data []byte) (*Changelog, error) {
-	c := &Changelog{}
-	var cur *Entry
-	var body []string
-	var group *Group
-	var para *string // where continuation lines go: an intro or the last item
-	lineNo := 0
-	flush := func() {
-		if cur == nil {
-			return
-		}
-		cur.Body = strings.Trim(strings.Join(body, "\n"), "\n") + "\n"
-		if cur.Version == "" {
-			c.Unreleased = cur
-		} else {
-			c.Releases = append(c.Releases, *cur)
-		}
-	}
+	p := &parser{c: &Changelog{}}
 	s := bufio.NewScanner(bytes.NewReader(data))
 	for s.Scan() {
-		lineNo++
+		p.lineNo++
 		line := strings.TrimRight(s.Text(), " \t")
-		if strings.HasPrefix(line, "## ") {
-			flush()
-			body, group, para = nil, nil, nil
-			switch m := releaseHeading.FindStringSubmatch(line); {
-			case line == "## Unreleased":
-				if c.Unreleased != nil || len(c.Releases) > 0 {
-					return nil, fmt.Errorf("line %d: ## Unreleased must come once, before the releases", lineNo)
-				}
-				cur = &Entry{}
-			case m != nil:
-				d, err := time.Parse(time.DateOnly, m[2])
-				if err != nil {
-					return nil, fmt.Errorf("line %d: %q: %v", lineNo, line, err)
-				}
-				for _, r := range c.Releases {
-					if r.Version == m[1] {
-						return nil, fmt.Errorf("line %d: %s has two entries", lineNo, m[1])
-					}
-				}
-				if n := len(c.Releases); n > 0 && d.After(c.Releases[n-1].Date) {
-					return nil, fmt.Errorf("line %d: %s is dated after %s, above it: the newest release comes first", lineNo, m[1], c.Releases[n-1].Version)
-				}
-				cur = &Entry{Version: m[1], Date: d}
-			default:
-				return nil, fmt.Errorf(`line %d: %q: want "## Unreleased" or "## vX.Y.Z - YYYY-MM-DD"`, lineNo, line)
-			}
-			continue
-		}
-		if cur == nil {
-			continue // the title and the words above the first section
-		}
-		body = append(body, line)
+		var err error
 		switch {
-		case strings.HasPrefix(line, "### "):
-			cur.Groups = append(cur.Groups, Group{Name: strings.TrimPrefix(line, "### ")})
-			group, para = &cur.Groups[len(cur.Groups)-1], nil
-		case strings.HasPrefix(line, "- "):
-			if group == nil {
-				return nil, fmt.Errorf("line %d: an item outside a ### group", lineNo)
-			}
-			group.Items = append(group.Items, strings.TrimPrefix(line, "- "))
-			para = &group.Items[len(group.Items)-1]
-		case line == "":
-			para = nil
-		case strings.HasPrefix(line, "  ") && para != nil:
-			*para += " " + strings.TrimSpace(line)
-		case strings.HasPrefix(line, " "):
-			return nil, fmt.Errorf("line %d: an indented line that continues nothing", lineNo)
-		default: // a paragraph
-			target := &cur.Intro
-			if group != nil {
-				target = &group.Intro
-			}
-			if para == target {
-				*target += " " + line
-			} else {
-				*target = strings.TrimSpace(*target + " " + line)
-			}
-			para = target
+		case linkDef.MatchString(line):
+			p.links = true // the definitions at the end: no entry's words
+		case p.links && line != "":
+			err = errors.New("text after the link definitions, which end the file")
+		case strings.HasPrefix(line, "## "):
+			err = p.section(line)
+		case p.cur != nil:
+			err = p.text(line)
+		}
+		var le lineError
+		if err != nil && !errors.As(err, &le) {
+			err = lineError{p.lineNo, err}
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
-	flush()
-	return c, nil
+	if err := p.flush(); err != nil {
+		return nil, err
+	}
+	return p.c, nil
+}
+
+// parser is Parse's state: the entry being read and where its lines go.
+type parser struct {
+	c      *Changelog
+	lineNo int
+	cur    *Entry
+	start  int // the line of cur's heading
+	body   []string
+	group  *Group
+	para   *string // where continuation lines go: an intro or the last item
+	links  bool    // the link definitions have begun
+}
+
+// lineError is an error at a line of the file.
+type lineError struct {
+	n   int
+	err error
+}
+
+func (e lineError) Error() string { return fmt.Sprintf("line %d: %v", e.n, e.err) }
+
+// flush ends the entry being read.
+func (p *parser) flush() error {
+	if p.cur == nil {
+		return nil
+	}
+	if p.cur.Version != "" && (len(p.cur.Groups) == 0 || p.cur.Groups[0].Name != Breaking) {
+		return lineError{p.start, fmt.Errorf("%s: a release opens with \"### %s\" (\"- None.\" when nothing is)", strings.TrimPrefix(p.cur.Version, "v"), Breaking)}
+	}
+	p.cur.Body = strings.Trim(strings.Join(p.body, "\n"), "\n") + "\n"
+	if p.cur.Version == "" {
+		p.c.Unreleased = p.cur
+	} else {
+		p.c.Releases = append(p.c.Releases, *p.cur)
+	}
+	return nil
+}
+
+// section starts the entry of a "## " heading.
+func (p *parser) section(line string) error {
+	if err := p.flush(); err != nil {
+		return err
+	}
+	p.body, p.group, p.para, p.start = nil, nil, nil, p.lineNo
+	c := p.c
+	m := releaseHeading.FindStringSubmatch(line)
+	switch {
+	case line == "## [Unreleased]":
+		if c.Unreleased != nil || len(c.Releases) > 0 {
+			return errors.New("## [Unreleased] must come once, before the releases")
+		}
+		p.cur = &Entry{}
+		return nil
+	case m == nil:
+		return fmt.Errorf(`%q: want "## [Unreleased]" or "## [X.Y.Z] - YYYY-MM-DD" (Keep a Changelog's form)`, line)
+	}
+	version := "v" + m[1]
+	d, err := time.Parse(time.DateOnly, m[2])
+	if err != nil {
+		return fmt.Errorf("%q: %v", line, err)
+	}
+	for _, r := range c.Releases {
+		if r.Version == version {
+			return fmt.Errorf("%s has two entries", m[1])
+		}
+	}
+	if n := len(c.Releases); n > 0 && d.After(c.Releases[n-1].Date) {
+		return fmt.Errorf("%s is dated after %s, above it: the newest release comes first", m[1], strings.TrimPrefix(c.Releases[n-1].Version, "v"))
+	}
+	p.cur = &Entry{Version: version, Date: d}
+	return nil
+}
+
+// text takes a line of the entry being read.
+func (p *parser) text(line string) error {
+	cur := p.cur
+	p.body = append(p.body, line)
+	switch {
+	case strings.HasPrefix(line, "### "):
+		name := strings.TrimPrefix(line, "### ")
+		if !slices.Contains(groups, name) {
+			return fmt.Errorf("%q: want one of %q", line, groups)
+		}
+		if name == Breaking && len(cur.Groups) > 0 {
+			return fmt.Errorf("### %s comes first in its entry", Breaking)
+		}
+		cur.Groups = append(cur.Groups, Group{Name: name})
+		p.group, p.para = &cur.Groups[len(cur.Groups)-1], nil
+	case strings.HasPrefix(line, "- "):
+		if p.group == nil {
+			return errors.New("an item outside a ### group")
+		}
+		p.group.Items = append(p.group.Items, strings.TrimPrefix(line, "- "))
+		p.para = &p.group.Items[len(p.group.Items)-1]
+	case line == "":
+		p.para = nil
+	case strings.HasPrefix(line, "  ") && p.para != nil:
+		*p.para += " " + strings.TrimSpace(line)
+	case strings.HasPrefix(line, " "):
+		return errors.New("an indented line that continues nothing")
+	default: // a paragraph
+		target := &cur.Intro
+		if p.group != nil {
+			target = &p.group.Intro
+		}
+		if p.para == target {
+			*target += " " + line
+		} else {
+			*target = strings.TrimSpace(*target + " " + line)
+		}
+		p.para = target
+	}
+	return nil
 }
 
 // Find returns the entry of version: a release's, or, with unreleased, the
@@ -159,8 +233,8 @@ func (c *Changelog) Find(version string, unreleased bool, date time.Time) (Entry
 		newest = c.Releases[0].Version
 	}
 	return Entry{}, nil, fmt.Errorf("CHANGELOG.md has no entry for %s (the newest is %s): add a section "+
-		"\"## %s - YYYY-MM-DD\" saying what changed for operators (Added, Changed, Upgrade notes, Known issues), "+
-		"then make release again", version, newest, version)
+		"\"## [%s] - YYYY-MM-DD\" saying what changed for operators (### %s first, then Added, Changed, Fixed, Known issues...), "+
+		"then make release again", version, newest, strings.TrimPrefix(version, "v"), Breaking)
 }
 
 // packageVersion is the .deb's and the .rpm's version of v: v1.2.3 is 1.2.3-1,

@@ -14,20 +14,26 @@ const sample = `# Changelog
 
 Words above the first section.
 
-## Unreleased
+## [Unreleased]
 
 ### Added
 - nothing yet
 
-## v1.1.0-rc.1 - 2026-12-02
+## [1.1.0-rc.1] - 2026-12-02
+
+### Breaking / action required
+- None.
 
 ### Fixed
 - a fix
 
-## v1.0.0 - 2026-12-01
+## [1.0.0] - 2026-12-01
 
 The first one, with ` + "`code`" + ` and a [link](https://example.com).
 It goes on here.
+
+### Breaking / action required
+- restart it
 
 ### Added
 - one thing, long enough to wrap: aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj kkkk llll mmmm
@@ -37,6 +43,10 @@ It goes on here.
 ### Changed
 For builds before it:
 - a default
+
+[Unreleased]: https://example.com/compare/v1.1.0-rc.1...HEAD
+[1.1.0-rc.1]: https://example.com/v1.1.0-rc.1
+[1.0.0]: https://example.com/v1.0.0
 `
 
 func TestParse(t *testing.T) {
@@ -54,27 +64,36 @@ func TestParse(t *testing.T) {
 	if r.Intro != "The first one, with `code` and a [link](https://example.com). It goes on here." {
 		t.Errorf("intro %q", r.Intro)
 	}
-	if len(r.Groups) != 2 || r.Groups[0].Name != "Added" || len(r.Groups[0].Items) != 2 || !strings.HasSuffix(r.Groups[0].Items[0], "mmmm nnnn oooo") {
+	if len(r.Groups) != 3 || r.Groups[0].Name != Breaking || r.Groups[1].Name != "Added" || len(r.Groups[1].Items) != 2 || !strings.HasSuffix(r.Groups[1].Items[0], "mmmm nnnn oooo") {
 		t.Errorf("groups %+v", r.Groups)
 	}
-	if r.Groups[1].Intro != "For builds before it:" || r.Groups[1].Items[0] != "a default" {
-		t.Errorf("changed %+v", r.Groups[1])
+	if r.Groups[2].Intro != "For builds before it:" || r.Groups[2].Items[0] != "a default" {
+		t.Errorf("changed %+v", r.Groups[2])
 	}
+	// The link definitions that end the file are no entry's words.
 	if !strings.HasPrefix(r.Body, "The first one") || !strings.HasSuffix(r.Body, "- a default\n") {
 		t.Errorf("body %q", r.Body)
 	}
 }
 
 func TestParseRefuses(t *testing.T) {
+	const b = "### Breaking / action required\n- None.\n"
 	for _, tc := range []struct{ doc, want string }{
-		{"## v1.0 - 2026-12-01\n", `want "## Unreleased" or "## vX.Y.Z - YYYY-MM-DD"`},
-		{"## v1.0.0 (2026-12-01)\n", `want "## Unreleased"`},
-		{"## v1.0.0 - 2026-13-01\n", "month out of range"},
-		{"## v1.0.0 - 2026-12-01\n- an item\n", "outside a ### group"},
-		{"## v1.0.0 - 2026-12-01\n## v1.0.0 - 2026-11-01\n", "two entries"},
-		{"## v1.0.0 - 2026-11-01\n## v0.9.0 - 2026-12-01\n", "dated after v1.0.0"},
-		{"## v1.0.0 - 2026-12-01\n## Unreleased\n", "before the releases"},
-		{"## v1.0.0 - 2026-12-01\n### Added\n\n  stray\n", "continues nothing"},
+		{"## [1.0] - 2026-12-01\n", `line 1: "## [1.0] - 2026-12-01": want "## [Unreleased]" or "## [X.Y.Z] - YYYY-MM-DD"`},
+		{"## v1.0.0 - 2026-12-01\n", `want "## [Unreleased]" or "## [X.Y.Z] - YYYY-MM-DD" (Keep a Changelog's form)`},
+		{"## Unreleased\n", `want "## [Unreleased]"`},
+		{"## [1.0.0] (2026-12-01)\n", `want "## [Unreleased]"`},
+		{"## [1.0.0] - 2026-13-01\n", "month out of range"},
+		{"## [1.0.0] - 2026-12-01\n- an item\n", "line 2: an item outside a ### group"},
+		{"## [1.0.0] - 2026-12-01\n" + b + "## [1.0.0] - 2026-11-01\n" + b, "1.0.0 has two entries"},
+		{"## [1.0.0] - 2026-11-01\n" + b + "## [0.9.0] - 2026-12-01\n" + b, "0.9.0 is dated after 1.0.0"},
+		{"## [1.0.0] - 2026-12-01\n" + b + "## [Unreleased]\n", "before the releases"},
+		{"## [1.0.0] - 2026-12-01\n" + b + "### Added\n\n  stray\n", "continues nothing"},
+		{"## [1.0.0] - 2026-12-01\n### Added\n- x\n", `line 1: 1.0.0: a release opens with "### Breaking / action required"`},
+		{"## [1.1.0] - 2026-12-01\n" + b + "## [1.0.0] - 2026-11-01\n### Fixed\n- x\n\n[1.0.0]: https://x\n", `line 4: 1.0.0: a release opens with`},
+		{"## [1.0.0] - 2026-12-01\n### Added\n- x\n" + b, "comes first"},
+		{"## [1.0.0] - 2026-12-01\n" + b + "### Upgrade notes\n", `"### Upgrade notes": want one of`},
+		{"## [1.0.0] - 2026-12-01\n" + b + "\n[1.0.0]: https://x\nmore words\n", "line 6: text after the link definitions"},
 	} {
 		if _, err := Parse([]byte(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.doc, err, tc.want)
@@ -92,7 +111,7 @@ func TestFind(t *testing.T) {
 		t.Errorf("v1.1.0-rc.1: %+v %d %v", e, len(older), err)
 	}
 	_, _, err = c.Find("v1.2.0", false, time.Time{})
-	if err == nil || !strings.Contains(err.Error(), `no entry for v1.2.0 (the newest is v1.1.0-rc.1): add a section "## v1.2.0 - YYYY-MM-DD"`) {
+	if err == nil || !strings.Contains(err.Error(), `no entry for v1.2.0 (the newest is v1.1.0-rc.1): add a section "## [1.2.0] - YYYY-MM-DD"`) {
 		t.Errorf("v1.2.0: %v", err)
 	}
 	// A test build: a prerelease without an entry takes Unreleased.
@@ -114,7 +133,7 @@ func TestDebian(t *testing.T) {
 	e, older, _ := c.Find("v1.1.0-rc.1", false, time.Time{})
 	got := Debian("pkg", "M <m@example.com>", append([]Entry{e}, older...))
 	for _, want := range []string{
-		"pkg (1.1.0~rc.1-1) unstable; urgency=medium\n\n  * Fixed:\n    - a fix\n\n -- M <m@example.com>  Wed, 02 Dec 2026 00:00:00 +0000\n\npkg (1.0.0-1)",
+		"pkg (1.1.0~rc.1-1) unstable; urgency=medium\n\n  * Breaking / action required:\n    - None.\n  * Fixed:\n    - a fix\n\n -- M <m@example.com>  Wed, 02 Dec 2026 00:00:00 +0000\n\npkg (1.0.0-1)",
 		"  * The first one, with code and a link. It goes on here.\n",
 		"  * Changed: For builds before it:\n    - a default\n",
 		"    - one thing, long enough to wrap: aaaa bbbb cccc dddd eeee ffff gggg hhhh\n      iiii",
@@ -154,6 +173,7 @@ func TestRPM(t *testing.T) {
   packager: "M \"q\" <m@example.com>"
   changes:
     - note: "The first one, with code and a link. It goes on here."
+    - note: "Breaking / action required: restart it"
     - note: "Added: one thing, long enough to wrap: aaaa bbbb cccc dddd eeee ffff gggg\n  hhhh iiii jjjj kkkk llll mmmm nnnn oooo"
     - note: "Added: another"
     - note: "Changed: a default"
@@ -184,7 +204,7 @@ func TestMakefileVersion(t *testing.T) {
 		t.Fatalf("CHANGELOG.md: %v", err)
 	}
 	if len(c.Releases) == 0 {
-		t.Fatal("CHANGELOG.md has no release heading (## vX.Y.Z - YYYY-MM-DD)")
+		t.Fatal("CHANGELOG.md has no release heading (## [X.Y.Z] - YYYY-MM-DD)")
 	}
 	want := c.Releases[0].Version
 	cmd := exec.Command("make", "-s", "--no-print-directory", "-C", root, "print-version")
@@ -202,5 +222,18 @@ func TestMakefileVersion(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != want || !versionPattern.MatchString(got) {
 		t.Errorf("make print-version = %q, want CHANGELOG.md's newest release %q", got, want)
+	}
+}
+
+// list prints every release, newest first, as release-check takes them for
+// the packages' changelogs.
+func TestRunList(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "CHANGELOG.md")
+	if err := os.WriteFile(f, []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run([]string{"list", "--file", f}, &out); err != nil || out.String() != "v1.1.0-rc.1\nv1.0.0\n" {
+		t.Errorf("list: %q, %v; want v1.1.0-rc.1 and v1.0.0", out.String(), err)
 	}
 }

@@ -1,10 +1,13 @@
-// Command nstarget-changelog reads CHANGELOG.md for make release
+// Command nstarget-changelog reads CHANGELOG.md (Keep a Changelog's form:
+// "## [X.Y.Z] - YYYY-MM-DD", each release opening with "### Breaking /
+// action required") for make release
 // (hack/release.sh): a version's entry as release notes, and the changelogs
 // the .deb and the .rpm carry, all from the same text. A developer tool; the
 // product never imports it.
 //
 //	nstarget-changelog check VERSION      exit 1, saying what to add, when VERSION has no entry
 //	nstarget-changelog newest             the newest release that has an entry
+//	nstarget-changelog list               every release, newest first, one a line
 //	nstarget-changelog notes VERSION      the entry, as markdown, under a title
 //	nstarget-changelog debian VERSION     changelog.Debian (VERSION's entry and the older ones)
 //	nstarget-changelog rpm VERSION        nfpm's changelog file for the .rpm's %changelog
@@ -32,7 +35,7 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: nstarget-changelog check|newest|notes|debian|rpm [flags] [VERSION]")
+		return fmt.Errorf("usage: nstarget-changelog check|newest|list|notes|debian|rpm [flags] [VERSION]")
 	}
 	cmd := args[0]
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -52,9 +55,15 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
 	}
+	if cmd == "list" {
+		for _, r := range c.Releases {
+			fmt.Fprintln(out, r.Version)
+		}
+		return nil
+	}
 	if cmd == "newest" {
 		if len(c.Releases) == 0 {
-			return fmt.Errorf("%s has no release entry (## vX.Y.Z - YYYY-MM-DD)", *file)
+			return fmt.Errorf("%s has no release entry (## [X.Y.Z] - YYYY-MM-DD)", *file)
 		}
 		fmt.Fprintln(out, c.Releases[0].Version)
 		return nil
@@ -84,7 +93,7 @@ func run(args []string, out io.Writer) error {
 	case "rpm":
 		fmt.Fprint(out, RPM(*maintainer, append([]Entry{entry}, older...)))
 	default:
-		return fmt.Errorf("unknown command %q (want check, newest, notes, debian or rpm)", cmd)
+		return fmt.Errorf("unknown command %q (want check, newest, list, notes, debian or rpm)", cmd)
 	}
 	return nil
 }
