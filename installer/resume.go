@@ -58,15 +58,20 @@ func (in *Installer) supersede(ctx context.Context, st State) error {
 			return err
 		}
 	}
-	renewed := map[string][]byte{in.binPath(): in.o.Shim, UnitPath: in.unit, KubeconfigPath: in.o.EventsKubeconfig, ConfigPath: p.config}
-	for i, c := range st.Created {
-		if b := renewed[c.Path]; !c.Dir && b != nil {
-			st.Created[i].SHA256 = sha(b)
-		}
-	}
+	recordAs(&st, map[string][]byte{in.binPath(): in.o.Shim, UnitPath: in.unit, KubeconfigPath: in.o.EventsKubeconfig, ConfigPath: p.config})
 	st.Phase, st.Version, st.ShimSHA = PhaseFiles, in.o.Version, in.shimSHA
 	if err := in.save(st); err != nil {
 		return err
 	}
 	return in.install(ctx, st)
+}
+
+// recordAs sets the sha256 of the files in st.Created that content names
+// (nil: left as recorded) to their new content's.
+func recordAs(st *State, content map[string][]byte) {
+	for i, c := range st.Created {
+		if b := content[c.Path]; !c.Dir && b != nil {
+			st.Created[i].SHA256 = sha(b)
+		}
+	}
 }

@@ -108,6 +108,7 @@ func (in *Installer) upgrade(ctx context.Context, st State) error {
 		return in.upgradeFailed(ctx, st, fmt.Errorf("%s was not healthy once restarted: %w", in.o.Version, err))
 	}
 	st.Phase, st.Version, st.ShimSHA, st.Previous, st.Next, st.Failed, st.Reason = PhaseDone, in.o.Version, in.shimSHA, "", "", "", ""
+	recordAs(&st, map[string][]byte{in.binPath(): in.o.Shim, UnitPath: in.unit})
 	if err := in.save(st); err != nil {
 		return err
 	}
