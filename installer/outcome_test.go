@@ -36,6 +36,9 @@ type trials struct {
 
 func (c *trials) Trial(ctx context.Context, spec TrialSpec) error {
 	c.n++
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if c.pass {
 		return nil
 	}
@@ -86,6 +89,15 @@ func TestUpgradeTrialFails(t *testing.T) {
 	wantFailure(t, in.Install(ctx), StateUpgradeBad)
 	if tr.n != 1 {
 		t.Errorf("the failed binary was tried again: %d trials", tr.n)
+	}
+
+	// Stopped (SIGTERM) during its trial: nothing recorded against v2.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	in = n.installer("v2", shimV2, nil)
+	in.o.Trials = tr
+	if err := in.Install(cctx); err == nil || errors.As(err, new(*Failure)) || n.state().Failed != sha([]byte(shimBad)) {
+		t.Errorf("stopped during the trial: %v, state %+v", err, n.state())
 	}
 
 	// Answers its trial, fails once restarted: the one before comes back.
