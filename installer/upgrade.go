@@ -20,8 +20,10 @@ func (in *Installer) keep(ctx context.Context, st State) error {
 	case st.Phase == PhaseDone && same:
 		return in.verify(ctx, st)
 	case st.Phase == PhaseDone && st.Failed == in.shimSHA:
-		in.label(ctx, StateUpgradeBad, st.Reason)
-		return &Failure{StateUpgradeBad, fmt.Sprintf("%s failed on this node before and is not tried again (%s); the node stays on %s", in.o.Version, st.Reason, st.Version)}
+		msg := fmt.Sprintf("%s failed on this node before and is not tried again (%s); the node stays on %s", in.o.Version, st.Reason, st.Version)
+		in.label(ctx, StateUpgradeBad, msg)
+		in.o.Cluster.Event(ctx, true, "UpgradeFailed", msg)
+		return &Failure{StateUpgradeBad, msg}
 	}
 	return in.upgrade(ctx, st)
 }
@@ -92,6 +94,9 @@ func (in *Installer) upgrade(ctx context.Context, st State) error {
 	from := st.Version
 	if st.Phase == PhaseDone || st.Next != in.shimSHA {
 		if err := in.trial(ctx, st); err != nil {
+			if ctx.Err() != nil {
+				return err // stopped (SIGTERM): nothing was changed, nothing is held against this version
+			}
 			return in.upgradeFailed(context.WithoutCancel(ctx), st, err)
 		}
 	}
