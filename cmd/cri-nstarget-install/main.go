@@ -7,12 +7,18 @@
 //	cri-nstarget-install cleanup    put the node back as it was; then wait
 //	cri-nstarget-install version
 //
-// Either mode then serves /readyz on --probe-address (200 once the node is
-// done, 503 with the reason otherwise) until SIGTERM, so that the pod stays
-// Running and its readiness says whether its node is done. An error that is
-// not the node's (the apiserver or systemd out of reach) ends the process
-// with status 1: the kubelet starts it again, and it resumes from the state
-// it left on the host.
+// Either mode serves /readyz on --probe-address until SIGTERM, so that the
+// pod stays Running: 200 once its node is settled, that is safe and decided
+// (installed, refused, rolled back, upgrade-failed, removed: the kubelet on
+// a runtime that serves), so that one node's outcome does not stop a
+// DaemonSet's rollout; 503 while it is not (under way, failed, the
+// apiserver out of reach), with the reason either way. The node's outcome
+// is its label, annotation and Events. A node that failed, or whose install
+// paused on an apiserver out of reach, is tried again every
+// --retry-interval (a failed rollback resumes; a version rolled back is not
+// tried again). Another error (systemd out of reach) ends the process with
+// status 1: the kubelet starts it again, and it resumes from the state it
+// left on the host.
 //
 // It is its own binary beside the shim's in the image: client-go and
 // go-systemd's D-Bus client stay out of the shim.
@@ -44,6 +50,7 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/installer/mounts"
 	"github.com/cri-nstarget/cri-nstarget/installer/slots"
 	"github.com/cri-nstarget/cri-nstarget/installer/systemd"
+	"github.com/cri-nstarget/cri-nstarget/installer/trial"
 )
 
 // Build stamps, as the shim's (the Makefile's LDFLAGS).
@@ -60,6 +67,8 @@ type options struct {
 	healthTimeout   time.Duration
 	readyTimeout    time.Duration
 	probeAddress    string
+	retryInterval   time.Duration
+	trialDir        string
 	eventsTokenDir  string
 	kubeletUnit     string
 	containerdUnit  string
@@ -89,6 +98,8 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.healthTimeout, "health-timeout", 2*time.Minute, "how long the shim may take to be healthy")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "how long the node may take to be Ready after a kubelet restart")
 	fs.StringVar(&o.probeAddress, "probe-address", "127.0.0.1:9797", "where /readyz is served")
+	fs.DurationVar(&o.retryInterval, "retry-interval", 30*time.Second, "how often a node that failed, or found the apiserver out of reach, is tried again")
+	fs.StringVar(&o.trialDir, "trial-dir", os.TempDir(), "a directory of the pod's where an upgrade's new binary is tried on a socket of its own")
 	fs.StringVar(&o.eventsTokenDir, "events-token-dir", "/var/run/secrets/cri-nstarget-events",
 		"the shim's own identity for its Events (a service-account token Secret: token, ca.crt); missing: the kubelet's")
 	fs.StringVar(&o.kubeletUnit, "kubelet-unit", "kubelet.service", "the kubelet's systemd unit")
@@ -181,24 +192,17 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 		return err
 	}
 	defer closeAll()
-	if o.mode == "install" {
-		err = in.Install(ctx)
-	} else {
-		err = in.Remove(ctx)
+	op := func(ctx context.Context) (string, error) {
+		if o.mode != "install" {
+			return "removed", in.Remove(ctx)
+		}
+		if err := in.Install(ctx); err != nil {
+			return "", err
+		}
+		v, err := in.Installed()
+		return "installed " + v, err
 	}
-	var failure *installer.Failure
-	switch {
-	case err == nil && o.mode == "install":
-		ready.set(true, "installed "+o.version)
-	case err == nil:
-		ready.set(true, "removed")
-	case errors.As(err, &failure):
-		ready.set(false, failure.Error())
-		log.WithField("state", failure.State).Error(failure.Reason)
-	case ctx.Err() != nil:
-		log.WithError(err).Info("stopped while waiting; nothing was left half done")
-		return nil
-	default:
+	if err := settle(ctx, op, ready, o.retryInterval, log); err != nil {
 		return err
 	}
 	<-ctx.Done()
@@ -252,6 +256,7 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir, EventsKubeconfig: kubeconfig,
 		KubeletUnit: o.kubeletUnit, ContainerdUnit: o.containerdUnit, HealthTimeout: o.healthTimeout, ReadyTimeout: o.readyTimeout,
 		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root}, Slots: s, Log: log,
+		Trials: trial.Runner{Binary: o.shim, Dir: o.trialDir, CRI: cri.Client{}, Log: log.WithField("trial", o.version)},
 	})
 	if err != nil {
 		sd.Close()
