@@ -196,13 +196,22 @@ func TestRollbackSlotElsewhere(t *testing.T) {
 	n.notReadyViaShim = true
 	killedAt(t, n, "kubelet:restarted")
 	takeSlot(t, n, "node-b")
+	other, err := n.slots("node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := other.Acquire(context.Background()) // node-b renews it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Abandon()
 
 	done := make(chan error, 1)
 	go func() { done <- n.installer("v1", shimV1, nil).Install(context.Background()) }()
 	select {
 	case err := <-done:
 		wantFailure(t, err, StateRolledBack)
-	case <-time.After(20 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("the rollback waits for the slot node-b holds")
 	}
 	n.wantOn(containerd)
@@ -274,3 +283,24 @@ func TestLeaseLost(t *testing.T) {
 	}
 }
 
+
+// TestFailedReleasesSlot: a node whose rollback failed (containerd down
+// once the kubelet is back on it) needs a person, and keeps no slot: the
+// other nodes' restarts do not wait for it.
+func TestFailedReleasesSlot(t *testing.T) {
+	n := newNode(t, "kubeadm-flags")
+	n.notReadyViaShim = true
+	in := n.installer("v1", shimV1, func(p string) bool {
+		if p == "state:rolling-back" {
+			n.mu.Lock()
+			n.containerdDown = true
+			n.mu.Unlock()
+		}
+		return false
+	})
+	defer in.Close()
+	wantFailure(t, in.Install(context.Background()), StateFailed)
+	if h := slotHolder(t, n); h != "" {
+		t.Errorf("a failed node keeps the slot: held by %q", h)
+	}
+}

@@ -309,7 +309,7 @@ func (in *Installer) waitThroughShim(ctx context.Context, st State) error {
 			notReadySince = time.Now()
 		}
 		if d := time.Since(notReadySince); d >= in.o.NotReadyGrace {
-			return stopWait{fmt.Errorf("the kubelet reported the node NotReady through the shim for %s", d.Round(time.Second))}
+			return stopWait{fmt.Errorf("the kubelet reported the node NotReady through the shim for %s", d.Round(10*time.Millisecond))}
 		}
 		return err
 	})
