@@ -283,7 +283,6 @@ func TestLeaseLost(t *testing.T) {
 	}
 }
 
-
 // TestFailedReleasesSlot: a node whose rollback failed (containerd down
 // once the kubelet is back on it) needs a person, and keeps no slot: the
 // other nodes' restarts do not wait for it.
