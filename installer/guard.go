@@ -138,6 +138,9 @@ func (in *Installer) guardFired(e kubelet.Edit) bool {
 
 // smoke runs the smoke test through the shim, within SmokeTimeout.
 func (in *Installer) smoke(ctx context.Context, st State) error {
+	if in.o.SmokeImage == "" {
+		return errNoSmokeImage
+	}
 	sctx, cancel := context.WithTimeout(ctx, in.o.SmokeTimeout)
 	defer cancel()
 	if err := in.o.CRI.Smoke(sctx, in.socket(st.Socket), in.o.SmokeImage, in.o.SmokeCommand); err != nil {

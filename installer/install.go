@@ -170,6 +170,9 @@ func (in *Installer) switchKubelet(ctx context.Context, st State) error {
 	// A restart onto the shim waits for a slot, as long as ctx lets it;
 	// a kubelet restarted already is confirmed or rolled back without one.
 	if st.Phase == PhaseShim || st.Phase == PhaseKubelet {
+		if in.o.SmokeImage == "" {
+			return errNoSmokeImage
+		}
 		if err := in.slot(ctx); err != nil {
 			return err
 		}
@@ -387,3 +390,7 @@ var errNotReady = errors.New("the node is not Ready")
 type apiError struct{ error }
 
 func (e apiError) Unwrap() error { return e.error }
+
+// errNoSmokeImage: the kubelet is not switched without a smoke test to
+// confirm it.
+var errNoSmokeImage = errors.New("no image for the smoke test through the shim (--smoke-image, $CRI_NSTARGET_IMAGE: the installer's own): the kubelet is not switched without it")

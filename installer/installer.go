@@ -51,7 +51,7 @@ type Options struct {
 	// SmokeImage is an image on the node (the installer's own) whose
 	// SmokeCommand (default: cri-nstarget-install's version) runs through
 	// the shim before the node is installed, within SmokeTimeout (default
-	// 30s).
+	// 30s). Without it, the kubelet is not switched (Remove needs none).
 	SmokeImage   string
 	SmokeCommand []string
 	SmokeTimeout time.Duration
@@ -142,9 +142,6 @@ func defaultBounds(o *Options) error {
 	}
 	if len(o.SmokeCommand) == 0 {
 		o.SmokeCommand = []string{"/usr/local/bin/cri-nstarget-install", "version"}
-	}
-	if o.SmokeImage == "" {
-		return errors.New("installer: SmokeImage is required (the installer's own image, for the smoke test through the shim)")
 	}
 	return nil
 }
