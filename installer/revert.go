@@ -237,20 +237,8 @@ func (in *Installer) unpin(ctx context.Context, st *State) error {
 			}
 		}
 	}
-	// Files of pins no longer mounted: each directory goes once nothing
-	// is mounted below it (Under, again, says so).
-	entries, _ := os.ReadDir(in.hostPath(pins))
-	for _, e := range entries {
-		if created[e.Name()] && len(byID[e.Name()]) > 0 {
-			continue
-		}
-		dir := path.Join(pins, e.Name())
-		if left, err := in.o.Mounts.Under(dir); err != nil || len(left) > 0 {
-			return fmt.Errorf("still mounted under %s: %v %v", dir, left, err)
-		}
-		if err := os.RemoveAll(in.hostPath(dir)); err != nil {
-			return fmt.Errorf("remove %s: %w", dir, err)
-		}
+	if err := in.removePinFiles(pins, func(id string) bool { return created[id] && len(byID[id]) > 0 }); err != nil {
+		return err
 	}
 	if kept > 0 {
 		in.o.Log.WithField("containers", kept).Info("pins kept for containers still to start; a reboot clears them")
@@ -261,6 +249,26 @@ func (in *Installer) unpin(ctx context.Context, st *State) error {
 	}
 	if err := os.RemoveAll(in.hostPath(st.ShimRun)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", st.ShimRun, err)
+	}
+	return nil
+}
+
+// removePinFiles removes the files of the pins no longer mounted but
+// those kept: each directory goes once nothing is mounted below it
+// (Under, again, says so).
+func (in *Installer) removePinFiles(pins string, kept func(id string) bool) error {
+	entries, _ := os.ReadDir(in.hostPath(pins))
+	for _, e := range entries {
+		if kept(e.Name()) {
+			continue
+		}
+		dir := path.Join(pins, e.Name())
+		if left, err := in.o.Mounts.Under(dir); err != nil || len(left) > 0 {
+			return fmt.Errorf("still mounted under %s: %v %v", dir, left, err)
+		}
+		if err := os.RemoveAll(in.hostPath(dir)); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
 	}
 	return nil
 }
