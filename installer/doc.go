@@ -54,8 +54,7 @@
 //
 // Remove (the DaemonSet's cleanup mode) undoes an install from its state:
 // the kubelet back on its own endpoint and Ready (and the guard disarmed),
-// then the shim's unit, files
-// and config removed (a config changed since it was written is kept), and
-// the pins no CREATED container needs unmounted, in the host's mount
-// namespace.
+// then the shim's unit, files and config removed (a config changed since
+// it was written is kept), and the pins no CREATED container needs
+// unmounted, in the host's mount namespace.
 package installer
