@@ -22,8 +22,10 @@ type execStart struct {
 	UncleanIsFailure bool
 }
 
-// monotonicTimer is one TimersMonotonic entry, (st): a base such as
-// OnActiveUSec and its time in µs.
+// monotonicTimer is one TimersMonotonic entry, (st): a base named as the
+// unit file's setting (OnActiveSec; systemd's timer_base_table, src/core/
+// timer.c: "OnActiveUSec" is refused as an invalid base) and its time in
+// µs.
 type monotonicTimer struct {
 	Base string
 	USec uint64
@@ -60,7 +62,7 @@ func timerUnits(t installer.Timer) ([]sdbus.Property, []sdbus.PropertyCollection
 	}
 	timer := []sdbus.Property{
 		sdbus.PropDescription(t.Description),
-		{Name: "TimersMonotonic", Value: dbus.MakeVariant([]monotonicTimer{{"OnActiveUSec", uint64(t.After / time.Microsecond)}})},
+		{Name: "TimersMonotonic", Value: dbus.MakeVariant([]monotonicTimer{{"OnActiveSec", uint64(t.After / time.Microsecond)}})},
 		{Name: "AccuracyUSec", Value: dbus.MakeVariant(uint64(time.Second / time.Microsecond))},
 	}
 	service := []sdbus.Property{

@@ -29,8 +29,8 @@ func TestTimerUnits(t *testing.T) {
 	if len(execs) != 2 || execs[0].Path != "/bin/cp" || execs[1].Args[2] != "kubelet.service" {
 		t.Errorf("ExecStart %+v", execs)
 	}
-	if m := timer[1].Value.Value().([]monotonicTimer); m[0].USec != 120_000_000 {
-		t.Errorf("OnActiveUSec %d", m[0].USec)
+	if m := timer[1].Value.Value().([]monotonicTimer); m[0].Base != "OnActiveSec" || m[0].USec != 120_000_000 {
+		t.Errorf("TimersMonotonic %+v, want OnActiveSec in µs", m)
 	}
 	if _, _, err := timerUnits(installer.Timer{Name: "g.timer", Service: "g.service", After: time.Second, Commands: [][]string{{"cp"}}}); err == nil {
 		t.Error("a relative command was taken")
