@@ -474,9 +474,8 @@ func (n *node) pin(id string, created bool) {
 func (n *node) check(point string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	// An upgrade restarts the shim under the kubelet, which is safe: the
-	// kubelet reconnects.
-	if n.endpoint == shimSocket && !n.shimActive && n.broken == "" && !strings.HasPrefix(point, "upgrade:") {
+	// No step is exempt, an upgrade's neither.
+	if n.endpoint == shimSocket && !n.shimActive && n.broken == "" {
 		n.broken = point
 	}
 }

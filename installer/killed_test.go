@@ -110,8 +110,8 @@ func scenarios() []scenario {
 // TestKilledAnywhere: for each scenario, the installer is killed at each
 // point of its run in turn (each save of its state, each file written, each
 // job), and started again; the node ends as after a run never killed. At
-// every point, the kubelet points at nothing that does not serve (but for
-// the shim's own restart in an upgrade).
+// every point, the kubelet points at nothing that does not serve, in an
+// upgrade too.
 func TestKilledAnywhere(t *testing.T) {
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
