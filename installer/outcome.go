@@ -37,7 +37,8 @@ func (in *Installer) Installed() (string, error) {
 	return st.Version, nil
 }
 
-// waitKnown is waitFor for a check that asks the apiserver. An error that
+// waitKnown is waitFor for a check that asks the apiserver (a stopWait
+// ends it at once, as waitFor's). An error that
 // is ErrUnreachable is no answer: the wait never ends on it, it looks less
 // often (Poll doubled up to 16 Poll), and the time the apiserver was
 // unreachable is added to the deadline, with at least a quarter of
@@ -51,6 +52,10 @@ func (in *Installer) waitKnown(ctx context.Context, deadline time.Time, check fu
 		err := check(ctx)
 		if err == nil {
 			return nil
+		}
+		var stop stopWait
+		if errors.As(err, &stop) {
+			return stop.error
 		}
 		now := time.Now()
 		switch {

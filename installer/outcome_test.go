@@ -103,6 +103,7 @@ func TestUpgradeTrialFails(t *testing.T) {
 	// Answers its trial, fails once restarted: the one before comes back.
 	n = newNode(t, "kubeadm-flags")
 	installed(n)
+	n.restartWindow = true // the one window a trial cannot close
 	in = n.installer("bad2", shimBad+"2", nil)
 	in.o.Trials = &trials{Trials: n, pass: true}
 	wantFailure(t, in.Install(ctx), StateUpgradeBad)
