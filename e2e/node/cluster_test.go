@@ -22,11 +22,13 @@ import (
 
 // The cluster install (deploy/, docs/cluster-install.md) on a node whose
 // kubelet starts on containerd directly: the DaemonSet with an image whose
-// shim is never healthy (rolled back, the kubelet never restarted), then
-// with a good one, its installer killed right after it restarted the
-// kubelet (the next one finishes), an upgrade (the shim restarts, the
-// kubelet does not), and the cleanup. The pod app, started before, runs
-// through all of it with the same container and restart count.
+// shim is never healthy (rolled back, the kubelet never restarted; the full
+// run only), with shims healthy but useless after the kubelet's restart
+// (rollback_test.go: rolled back by the installer, and by the host's
+// guard), then with a good one, its installer killed right after it
+// restarted the kubelet (the next one finishes), an upgrade (the shim
+// restarts, the kubelet does not), and the cleanup. The pod app, started
+// before, runs through all of it with the same container and restart count.
 
 // installImage is the images' repository in the host's registry.
 const installImage = "nst/cri-nstarget"
@@ -220,12 +222,13 @@ func (r *run) logInstaller(t *testing.T, pod installPod) {
 	t.Logf("the installer's log (%s, container %d):\n%s", pod.Metadata.Name, n, r.installerLog(t, pod, n))
 }
 
-// nodeEvent waits for the installer's Event of reason on the node and
-// returns its message.
-func (r *run) nodeEvent(t *testing.T, reason string) string {
+// nodeEvent waits for the installer's Event of reason on the node whose
+// message contains about (e.g. a version: one node sees several rollbacks)
+// and returns it.
+func (r *run) nodeEvent(t *testing.T, reason, about string) string {
 	t.Helper()
 	var msg string
-	r.poll(t, time.Minute, "the Event "+reason+" on node "+nodeName, func() (bool, string) {
+	r.poll(t, time.Minute, fmt.Sprintf("the Event %s about %q on node %s", reason, about, nodeName), func() (bool, string) {
 		var list struct {
 			Items []struct {
 				Reason, Message, Type string
@@ -237,7 +240,7 @@ func (r *run) nodeEvent(t *testing.T, reason string) string {
 			t.Fatal(err)
 		}
 		for _, e := range list.Items {
-			if e.InvolvedObject.Name == nodeName {
+			if e.InvolvedObject.Name == nodeName && strings.Contains(e.Message, about) {
 				msg = e.Type + " " + e.Reason + ": " + e.Message
 				return true, ""
 			}
@@ -283,23 +286,36 @@ findmnt -rn -o TARGET | grep cri-nstarget || true`)
 	}
 }
 
-// clusterBad: the DaemonSet with a shim that never becomes healthy. The
-// installer rolls back by itself before the kubelet is touched: the node
-// stays Ready on containerd, and says why.
-func (r *run) clusterBad(t *testing.T) {
+// clusterSetup starts pod app, which every cluster scenario checks is never
+// restarted, and labels the node for the DaemonSet; once, in the first
+// cluster scenario that runs.
+func (r *run) clusterSetup(t *testing.T) {
+	t.Helper()
+	if r.appBefore.ContainerID != "" {
+		return
+	}
 	r.kubectl(t, "apply", "-f", "-", podManifest("app", "Always", container{"app", r.busybox, "sleep 2147483"}))
 	r.app = r.waitApp(t, "")
 	r.appBefore, _ = r.pod(t, "app").status("app")
 	r.kubectl(t, "label", "node", nodeName, "cri-nstarget.io/install=true")
+}
+
+// clusterBad: the DaemonSet with a shim that never becomes healthy. The
+// installer rolls back by itself before the kubelet is touched: the node
+// stays Ready on containerd, and says why; its pod is Ready (the node is
+// safe), so a rollout goes on. (make node-e2e-full only: cluster-notready
+// covers a rollback after the kubelet's restart, in make node-e2e.)
+func (r *run) clusterBad(t *testing.T) {
+	r.clusterSetup(t)
 	kubelet := r.unitPID(t, "kubelet")
 	flags := r.sh(t, time.Minute, "sha256sum "+kubeadmFlagsPath)
 
 	start := time.Now()
 	r.applyCluster(t, "bad", false)
-	pod := r.waitInstall(t, "bad", "install", "rolled-back", false, 5*time.Minute)
+	pod := r.waitInstall(t, "bad", "install", "rolled-back", true, 5*time.Minute)
 	t.Logf("rolled back %s after kubectl apply", since(start))
 	r.logInstaller(t, pod)
-	t.Logf("event: %s", r.nodeEvent(t, "RolledBack"))
+	t.Logf("event: %s", r.nodeEvent(t, "RolledBack", "v0.0.0-node.bad"))
 	if now := r.unitPID(t, "kubelet"); now != kubelet {
 		t.Errorf("the kubelet was restarted (pid %s, was %s)", now, kubelet)
 	}
@@ -326,14 +342,13 @@ func (r *run) clusterBad(t *testing.T) {
 // is Ready through the shim, app runs on, and kubectl debug --target goes
 // through the shim via NRI, with its Event.
 func (r *run) clusterInstall(t *testing.T) {
+	r.clusterSetup(t)
 	kubelet := r.unitPID(t, "kubelet")
-	r.sh(t, time.Minute, `rm -f /run/nst-killer.log
-nohup sh -c 'until grep -qF "\"phase\": \"kubelet-restarted\"" `+installState+` 2>/dev/null; do sleep 0.2; done
-pid=$(pgrep -f "^/usr/local/bin/cri-nstarget-install install"); kill -9 $pid; echo "killed $pid at $(date +%T.%N)"' >/run/nst-killer.log 2>&1 </dev/null &`)
 	start, guestStart := time.Now(), r.guestNow(t)
 	r.applyCluster(t, "v1", false)
+	r.killAfterRestart(t, r.installerStarted(t, "v1", 5*time.Minute))
 	pod := r.waitInstall(t, "v1", "install", "installed", true, 10*time.Minute)
-	t.Logf("installed %s after kubectl apply; killer: %s", since(start), r.sh(t, time.Minute, "cat /run/nst-killer.log"))
+	t.Logf("installed %s after kubectl apply; killer: %s", since(start), r.killed(t, time.Minute))
 	if n := pod.Status.ContainerStatuses[0].RestartCount; n != 1 {
 		t.Errorf("the installer's container restarted %d times, want 1 (killed once)", n)
 	}
@@ -342,7 +357,7 @@ pid=$(pgrep -f "^/usr/local/bin/cri-nstarget-install install"); kill -9 $pid; ec
 	if logs := r.installerLog(t, pod, 1); !strings.Contains(logs, "resuming: the kubelet was restarted") {
 		t.Errorf("the second installer did not resume from the state")
 	}
-	t.Logf("event: %s", r.nodeEvent(t, "Installed"))
+	t.Logf("event: %s", r.nodeEvent(t, "Installed", "v0.0.0-node.1"))
 	if n := r.sh(t, time.Minute, fmt.Sprintf("journalctl -u kubelet -o cat --since=@%d | grep -c '^Started kubelet' || true", guestStart.Unix())); n != "1" {
 		t.Errorf("the kubelet started %s times since the apply, want 1", n)
 	}
@@ -369,7 +384,7 @@ func (r *run) clusterUpgrade(t *testing.T) {
 	start := time.Now()
 	r.applyCluster(t, "v2", false)
 	pod := r.waitInstall(t, "v2", "install", "installed", true, 5*time.Minute)
-	t.Logf("upgraded %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Upgraded"))
+	t.Logf("upgraded %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Upgraded", ""))
 	r.logInstaller(t, pod)
 	if now := r.unitPID(t, "kubelet"); now != kubelet {
 		t.Errorf("the kubelet was restarted (pid %s, was %s)", now, kubelet)
@@ -391,7 +406,7 @@ func (r *run) clusterCleanup(t *testing.T) {
 	start, guestStart := time.Now(), r.guestNow(t)
 	r.applyCluster(t, "v2", true)
 	pod := r.waitInstall(t, "v2", "cleanup", "", true, 10*time.Minute)
-	t.Logf("cleaned up %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Removed"))
+	t.Logf("cleaned up %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Removed", ""))
 	r.logInstaller(t, pod)
 	if ep := r.kubeletEndpoint(t); ep != containerdSocket {
 		t.Errorf("the kubelet runs on %s, want containerd's", ep)
