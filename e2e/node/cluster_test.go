@@ -146,8 +146,33 @@ func (r *run) applyCluster(t *testing.T, tag string, cleanup bool) {
 	}
 	if cleanup {
 		dir = filepath.Join(dir, "cleanup")
+	} else if installArgs != "" {
+		r.addInstallArgs(t, filepath.Join(dir, "kustomization.yaml"), strings.Fields(installArgs))
 	}
 	t.Logf("kubectl apply -k: %s", strings.TrimSpace(r.kubectl(t, "apply", "-k", dir)))
+}
+
+// addInstallArgs adds args to the installer's in the kustomization k (a
+// patch of its own: deploy/kustomization.yaml has none), for
+// NSTARGET_NODE_INSTALL_ARGS.
+func (r *run) addInstallArgs(t *testing.T, k string, args []string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("patches:\n- target:\n    kind: DaemonSet\n    name: cri-nstarget-install\n  patch: |-\n")
+	for _, a := range args {
+		fmt.Fprintf(&b, "    - op: add\n      path: /spec/template/spec/containers/0/args/-\n      value: %q\n", a)
+	}
+	f, err := os.OpenFile(k, os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(b.String())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the installer gets the arguments %q too (NSTARGET_NODE_INSTALL_ARGS)", args)
 }
 
 // installPod is the DaemonSet's pod, as the test waits on it.

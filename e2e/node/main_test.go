@@ -52,6 +52,10 @@ var (
 	// (e.g. "[Service]\nType=simple", or ExecStart= with other flags): to
 	// see the tests fail without a mechanism the unit or a flag gives.
 	shimDropIn = os.Getenv("NSTARGET_NODE_SHIM_DROPIN")
+	// installArgs, when set, are added to the installer's arguments in
+	// the DaemonSet (e.g. a bound set otherwise): to see the tests fail
+	// without a mechanism a flag gives.
+	installArgs = os.Getenv("NSTARGET_NODE_INSTALL_ARGS")
 )
 
 func TestMain(m *testing.M) {
