@@ -26,8 +26,9 @@ const (
 	// guardAfter: the host's guard, armed before the kubelet's restart,
 	// restores the kubelet this long after it was armed unless disarmed.
 	guardAfter = 120 * time.Second
-	// guardUnit names the guard's transient units (.timer, .service).
-	guardUnit = "cri-nstarget-guard"
+	// guardService is the guard's transient service, which its timer
+	// starts when it fires (installer.GuardService).
+	guardService = "cri-nstarget-guard.service"
 	// leasePrefix names the restart slots' Leases (deploy/: the default).
 	leasePrefix = "cri-nstarget-install"
 )
@@ -95,10 +96,11 @@ func (r *run) kubeletStarts(t *testing.T, since time.Time) []time.Time {
 	return starts
 }
 
-// guardJournal is what systemd logged of the guard's units since since.
-func (r *run) guardJournal(t *testing.T, since time.Time) string {
+// guardRuns is what the journal has of the guard's service since since:
+// nothing unless its timer fired.
+func (r *run) guardRuns(t *testing.T, since time.Time) string {
 	t.Helper()
-	return r.sh(t, time.Minute, fmt.Sprintf("journalctl -o short-unix --since=@%d | grep -F %s || true", since.Unix(), guardUnit))
+	return r.sh(t, time.Minute, fmt.Sprintf("journalctl -q -o short-unix -u %s --since=@%d", guardService, since.Unix()))
 }
 
 // endpointNow is the running kubelet's runtime endpoint, or "" while none
@@ -150,8 +152,8 @@ func (r *run) clusterNotReady(t *testing.T) {
 		t.Errorf("the kubelet came back onto containerd %s after its restart onto the shim: not rolled back on NotReady, "+
 			"but at the ReadyTimeout (%s) or later", back, readyTimeout)
 	}
-	if g := r.guardJournal(t, guestStart); strings.Contains(g, guardUnit+".service") {
-		t.Errorf("the host's guard ran, the installer did not roll back in time:\n%s", g)
+	if g := r.guardRuns(t, guestStart); g != "" {
+		t.Errorf("the host's guard ran: the installer did not roll back in time:\n%s", g)
 	}
 	if ep := r.kubeletEndpoint(t); ep != containerdSocket {
 		t.Errorf("the kubelet runs on %s", ep)
@@ -162,8 +164,8 @@ func (r *run) clusterNotReady(t *testing.T) {
 	r.waitReadySince(t, starts[1], time.Minute)
 	r.noShim(t)
 	r.leasesFree(t)
-	if state := r.sh(t, time.Minute, "cat "+installState); !strings.Contains(state, `"phase": "rolled-back"`) {
-		t.Errorf("%s:\n%s", installState, state)
+	if state := r.sh(t, time.Minute, "cat "+installState); !strings.Contains(state, `"phase": "rolled-back"`) || !strings.Contains(state, "NotReady") {
+		t.Errorf("%s (want rolled back for NotReady through the shim):\n%s", installState, state)
 	}
 	r.appUnchanged(t)
 }
@@ -201,10 +203,10 @@ func (r *run) clusterGuard(t *testing.T) {
 	if back > guardAfter+30*time.Second {
 		t.Errorf("the kubelet came back %s after its restart onto the shim, later than the guard's %s", back, guardAfter)
 	}
-	g := r.guardJournal(t, guestStart)
-	t.Logf("the guard's journal:\n%s", g)
-	if !strings.Contains(g, guardUnit+".service") {
-		t.Errorf("no %s.service in the journal: who restored the kubelet?", guardUnit)
+	g := r.guardRuns(t, guestStart)
+	t.Logf("%s's journal:\n%s", guardService, g)
+	if g == "" {
+		t.Errorf("%s never ran: who restored the kubelet?", guardService)
 	}
 	// No installer ran between the kill and the restore: the next one's
 	// log starts after the kubelet was back on containerd.
@@ -214,8 +216,11 @@ func (r *run) clusterGuard(t *testing.T) {
 			t.Errorf("the installer's next container logged at %s (%v), before the kubelet came back at %s", first, err, starts[1])
 		}
 	}
-	t.Logf("rolled back %s after kubectl apply", since(start))
+	t.Logf("rolled back %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "RolledBack", "v0.0.0-node.nocreate"))
 	r.logInstaller(t, pod)
+	if state := r.sh(t, time.Minute, "cat "+installState); !strings.Contains(state, `"phase": "rolled-back"`) || !strings.Contains(state, "guard") {
+		t.Errorf("%s (want rolled back after the host's guard):\n%s", installState, state)
+	}
 	if ep := r.kubeletEndpoint(t); ep != containerdSocket {
 		t.Errorf("the kubelet runs on %s", ep)
 	}
