@@ -59,6 +59,9 @@ type options struct {
 	leaseDuration   time.Duration
 	healthTimeout   time.Duration
 	readyTimeout    time.Duration
+	notReadyGrace   time.Duration
+	guardAfter      time.Duration
+	smokeImage      string
 	probeAddress    string
 	eventsTokenDir  string
 	kubeletUnit     string
@@ -87,7 +90,10 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.leasePrefix, "lease-prefix", "cri-nstarget-install", "the restart slots' Lease names")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", time.Minute, "a slot unrenewed this long (its pod died) is taken over")
 	fs.DurationVar(&o.healthTimeout, "health-timeout", 2*time.Minute, "how long the shim may take to be healthy")
-	fs.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "how long the node may take to be Ready after a kubelet restart")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 90*time.Second, "how long the node may take to be Ready after a kubelet restart")
+	fs.DurationVar(&o.notReadyGrace, "not-ready-grace", 20*time.Second, "the kubelet on the shim reporting the node NotReady this long rolls back at once")
+	fs.DurationVar(&o.guardAfter, "guard-after", 2*time.Minute, "when the host's guard puts the kubelet back unless the install was confirmed (more than --ready-timeout)")
+	fs.StringVar(&o.smokeImage, "smoke-image", os.Getenv("CRI_NSTARGET_IMAGE"), "this installer's image, run through the shim before the node is installed (default $CRI_NSTARGET_IMAGE)")
 	fs.StringVar(&o.probeAddress, "probe-address", "127.0.0.1:9797", "where /readyz is served")
 	fs.StringVar(&o.eventsTokenDir, "events-token-dir", "/var/run/secrets/cri-nstarget-events",
 		"the shim's own identity for its Events (a service-account token Secret: token, ca.crt); missing: the kubelet's")
@@ -251,6 +257,7 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 	in, err := installer.New(installer.Options{
 		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir, EventsKubeconfig: kubeconfig,
 		KubeletUnit: o.kubeletUnit, ContainerdUnit: o.containerdUnit, HealthTimeout: o.healthTimeout, ReadyTimeout: o.readyTimeout,
+		NotReadyGrace: o.notReadyGrace, GuardAfter: o.guardAfter, SmokeImage: o.smokeImage,
 		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root}, Slots: s, Log: log,
 	})
 	if err != nil {

@@ -1,6 +1,8 @@
 // Package cri is what the installer asks of CRI sockets, over grpc-go: the
-// shim's grpc.health.v1 service, the runtime's Version, and the containers
-// still to start (CREATED). Each call dials the socket and closes it.
+// shim's grpc.health.v1 service, the runtime's Version, the containers
+// still to start (CREATED), and a smoke test (a sandbox and a container
+// created, run to exit 0 and removed). Each call dials the socket and
+// closes it.
 package cri
 
 import (
