@@ -47,10 +47,21 @@
 // only after the kubelet has left it.
 //
 // A new version (a different binary) on a node where the shim runs is an
-// upgrade: the binary replaced, the shim alone restarted and healthy again;
-// the kubelet is not restarted. A new binary that is not healthy is replaced
-// by the one before it (kept beside the state file) and restarted, and the
-// node stays on it.
+// upgrade: the new binary first answers on a socket of its own (a trial,
+// Options.Trials: SERVING and the CRI Version, then stopped), then the
+// binary is replaced and the shim alone restarted and healthy again; the
+// kubelet is not restarted. A binary that fails its trial is never written
+// and the shim serving is not touched; one that is not healthy once
+// restarted is replaced by the one before it (kept beside the state file)
+// and restarted. Either way the node stays on the version before
+// (upgrade-failed), which is safe. A half-done install of another version
+// is made this version's before the kubelet is touched, or finished and
+// then upgraded after; it is never reported as this version.
+//
+// Refused, rolled-back and upgrade-failed nodes are settled (Settled): the
+// kubelet on a runtime that serves. The apiserver's absence
+// (ErrUnreachable) is a pause: the waits on the Node's Ready go on, and no
+// rollback is decided without an answer.
 //
 // Remove (the DaemonSet's cleanup mode) undoes an install from its state:
 // the kubelet back on its own endpoint and Ready (and the guard disarmed),

@@ -496,7 +496,7 @@ func (n *node) installer(version, shim string, at func(point string) bool) *Inst
 		EventsKubeconfig: []byte("apiVersion: v1\nkind: Config\n"),
 		HealthTimeout:    300 * time.Millisecond, ReadyTimeout: 500 * time.Millisecond, Poll: 20 * time.Millisecond,
 		NotReadyGrace: 200 * time.Millisecond, GuardAfter: time.Minute, SmokeImage: smokeImage,
-		Systemd: n, Cluster: n, CRI: n, Mounts: n, Slots: s, Log: log,
+		Systemd: n, Cluster: n, CRI: n, Mounts: n, Slots: s, Log: log, Trials: n,
 	})
 	if err != nil {
 		n.t.Fatal(err)

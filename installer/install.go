@@ -35,11 +35,17 @@ func (in *Installer) Install(ctx context.Context) error {
 		return in.keep(ctx, st)
 	case PhaseRolledBack:
 		if st.Failed == in.shimSHA {
-			in.label(ctx, StateRolledBack, st.Reason)
-			return &Failure{StateRolledBack, "this version was rolled back on this node before, and is not tried again: " + st.Reason}
+			msg := fmt.Sprintf("cri-nstarget %s was rolled back on this node before, and is not tried again: %s", in.o.Version, st.Reason)
+			in.label(ctx, StateRolledBack, msg)
+			in.o.Cluster.Event(ctx, true, "RolledBack", msg)
+			return &Failure{StateRolledBack, msg}
 		}
 		in.o.Log.WithField("before", st.Reason).Info("an earlier version was rolled back here; installing this one")
 		st = State{}
+	case PhaseFiles, PhaseShim, PhaseKubelet, PhaseKubeletRestarted:
+		if st.ShimSHA != in.shimSHA {
+			return in.resumeOther(ctx, st)
+		}
 	}
 	return in.install(ctx, st)
 }

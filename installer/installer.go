@@ -64,6 +64,9 @@ type Options struct {
 	Mounts  Mounts
 	Slots   Slots
 	Log     logrus.FieldLogger
+	// Trials runs an upgrade's new binary beside the shim serving, before
+	// the shim is restarted onto it.
+	Trials Trials
 }
 
 // Installer installs, upgrades and removes cri-nstarget on one node.
@@ -96,6 +99,9 @@ func New(o Options) (*Installer, error) {
 	}
 	if o.Systemd == nil || o.Cluster == nil || o.CRI == nil || o.Mounts == nil || o.Slots == nil || o.Log == nil {
 		return nil, errors.New("installer: Systemd, Cluster, CRI, Mounts, Slots and Log are required")
+	}
+	if o.Trials == nil {
+		return nil, errors.New("installer: Trials is required")
 	}
 	if o.BinDir == "" {
 		o.BinDir = "/usr/local/bin"

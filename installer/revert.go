@@ -39,7 +39,7 @@ func (in *Installer) rollBack(ctx context.Context, st State, cause error) error 
 		// A node that needs a person does not keep its slot: no other
 		// node's restart waits for it.
 		in.releaseSlot(ctx)
-		msg := fmt.Sprintf("cri-nstarget %s failed (%s), and rolling back failed too: %v", in.o.Version, reason, err)
+		msg := fmt.Sprintf("cri-nstarget %s failed (%s), and rolling back failed too: %v", st.Version, reason, err)
 		in.o.Log.Error(msg)
 		in.label(ctx, StateFailed, msg)
 		in.o.Cluster.Event(ctx, true, "RollbackFailed", msg)
@@ -50,7 +50,7 @@ func (in *Installer) rollBack(ctx context.Context, st State, cause error) error 
 		return err
 	}
 	in.releaseSlot(ctx)
-	msg := fmt.Sprintf("cri-nstarget %s rolled back: %s; the kubelet is on its own runtime endpoint again, and the shim's files are removed", in.o.Version, reason)
+	msg := fmt.Sprintf("cri-nstarget %s rolled back: %s; the kubelet is on its own runtime endpoint again, and the shim's files are removed", st.Version, reason)
 	in.label(ctx, StateRolledBack, msg)
 	in.o.Cluster.Event(ctx, true, "RolledBack", msg)
 	return &Failure{StateRolledBack, reason}
@@ -132,7 +132,7 @@ func (in *Installer) restoreKubelet(ctx context.Context, st *State) error {
 	if err := in.at("kubelet:restarted-back"); err != nil {
 		return err
 	}
-	err = in.waitFor(ctx, time.Now().Add(in.o.ReadyTimeout), func(ctx context.Context) error {
+	err = in.waitKnown(ctx, time.Now().Add(in.o.ReadyTimeout), func(ctx context.Context) error {
 		return in.kubeletReady(ctx, u.MainPID, since, func(ep string) bool { return ep != e.To })
 	})
 	var api apiError

@@ -7,12 +7,18 @@
 //	cri-nstarget-install cleanup    put the node back as it was; then wait
 //	cri-nstarget-install version
 //
-// Either mode then serves /readyz on --probe-address (200 once the node is
-// done, 503 with the reason otherwise) until SIGTERM, so that the pod stays
-// Running and its readiness says whether its node is done. An error that is
-// not the node's (the apiserver or systemd out of reach) ends the process
-// with status 1: the kubelet starts it again, and it resumes from the state
-// it left on the host.
+// Either mode serves /readyz on --probe-address until SIGTERM, so that the
+// pod stays Running: 200 once its node is settled, that is safe and decided
+// (installed, refused, rolled back, upgrade-failed, removed: the kubelet on
+// a runtime that serves), so that one node's outcome does not stop a
+// DaemonSet's rollout; 503 while it is not (under way, failed, the
+// apiserver out of reach), with the reason either way. The node's outcome
+// is its label, annotation and Events. A node that failed, or whose install
+// paused on an apiserver out of reach, is tried again every
+// --retry-interval (a failed rollback resumes; a version rolled back is not
+// tried again). Another error (systemd out of reach) ends the process with
+// status 1: the kubelet starts it again, and it resumes from the state it
+// left on the host.
 //
 // It is its own binary beside the shim's in the image: client-go and
 // go-systemd's D-Bus client stay out of the shim.
@@ -44,6 +50,7 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/installer/mounts"
 	"github.com/cri-nstarget/cri-nstarget/installer/slots"
 	"github.com/cri-nstarget/cri-nstarget/installer/systemd"
+	"github.com/cri-nstarget/cri-nstarget/installer/trial"
 )
 
 // Build stamps, as the shim's (the Makefile's LDFLAGS).
@@ -63,6 +70,8 @@ type options struct {
 	guardAfter      time.Duration
 	smokeImage      string
 	probeAddress    string
+	retryInterval   time.Duration
+	trialDir        string
 	eventsTokenDir  string
 	kubeletUnit     string
 	containerdUnit  string
@@ -95,6 +104,8 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.guardAfter, "guard-after", 2*time.Minute, "when the host's guard puts the kubelet back unless the install was confirmed (more than --ready-timeout)")
 	fs.StringVar(&o.smokeImage, "smoke-image", os.Getenv("CRI_NSTARGET_IMAGE"), "this installer's image, run through the shim before the node is installed (default $CRI_NSTARGET_IMAGE)")
 	fs.StringVar(&o.probeAddress, "probe-address", "127.0.0.1:9797", "where /readyz is served")
+	fs.DurationVar(&o.retryInterval, "retry-interval", 30*time.Second, "how often a node that failed, or found the apiserver out of reach, is tried again")
+	fs.StringVar(&o.trialDir, "trial-dir", os.TempDir(), "a directory of the pod's where an upgrade's new binary is tried on a socket of its own")
 	fs.StringVar(&o.eventsTokenDir, "events-token-dir", "/var/run/secrets/cri-nstarget-events",
 		"the shim's own identity for its Events (a service-account token Secret: token, ca.crt); missing: the kubelet's")
 	fs.StringVar(&o.kubeletUnit, "kubelet-unit", "kubelet.service", "the kubelet's systemd unit")
@@ -187,24 +198,17 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 		return err
 	}
 	defer closeAll()
-	if o.mode == "install" {
-		err = in.Install(ctx)
-	} else {
-		err = in.Remove(ctx)
+	op := func(ctx context.Context) (string, error) {
+		if o.mode != "install" {
+			return "removed", in.Remove(ctx)
+		}
+		if err := in.Install(ctx); err != nil {
+			return "", err
+		}
+		v, err := in.Installed()
+		return "installed " + v, err
 	}
-	var failure *installer.Failure
-	switch {
-	case err == nil && o.mode == "install":
-		ready.set(true, "installed "+o.version)
-	case err == nil:
-		ready.set(true, "removed")
-	case errors.As(err, &failure):
-		ready.set(false, failure.Error())
-		log.WithField("state", failure.State).Error(failure.Reason)
-	case ctx.Err() != nil:
-		log.WithError(err).Info("stopped while waiting; nothing was left half done")
-		return nil
-	default:
+	if err := settle(ctx, op, ready, o.retryInterval, log); err != nil {
 		return err
 	}
 	<-ctx.Done()
@@ -259,6 +263,7 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 		KubeletUnit: o.kubeletUnit, ContainerdUnit: o.containerdUnit, HealthTimeout: o.healthTimeout, ReadyTimeout: o.readyTimeout,
 		NotReadyGrace: o.notReadyGrace, GuardAfter: o.guardAfter, SmokeImage: o.smokeImage,
 		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root}, Slots: s, Log: log,
+		Trials: trial.Runner{Binary: o.shim, Dir: o.trialDir, CRI: cri.Client{}, Log: log.WithField("trial", o.version)},
 	})
 	if err != nil {
 		sd.Close()
