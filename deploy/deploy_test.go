@@ -29,6 +29,7 @@ var hostPaths = map[string]bool{
 	"/etc":                    false,
 	"/var/lib":                false,
 	"/run":                    false,
+	"/var/run":                true,
 	"/usr/lib/systemd/system": true,
 	"/lib/systemd/system":     true,
 	"/proc":                   true,
