@@ -54,7 +54,7 @@ deps:
 # The build tags whose files vet and lint check, each with its packages
 # (several joined by +), beside the default build's ./...
 CHECK_TAGS := integration=./... e2e=./e2e/ node=./e2e/node/ upstream=./e2e/upstream/ \
-	failpoints=./server/+./cmd/... soakbreak_intents=./server/ soakbreak_nrigate=./nriplugin/
+	failpoints=./server/+./cmd/... soakbreak_intents=./server/ soakbreak_nrigate=./nriplugin/ apiserver=./deploy/
 # $(call each_tag,command): command -tags TAG PACKAGES for each of CHECK_TAGS.
 each_tag = @set -e; for c in $(CHECK_TAGS); do pkgs="$$(echo $${c\#*=} | tr + ' ')"; \
 	echo "$(1) -tags $${c%%=*} $$pkgs"; $(1) -tags $${c%%=*} $$pkgs; done
@@ -250,6 +250,17 @@ e2e-tools: deps build
 		$(call kubernetes_sh,$$v,--kubelet) >/dev/null || exit 1; done
 	./hack/etcd.sh >/dev/null
 
+# The cluster install's admission policy (deploy/install/admission.yaml) on
+# a real kube-apiserver $(KUBERNETES_NEWEST) and etcd (internal/cluster, no
+# kubelet): deploy/install applied, two Nodes, and a token of the installer's
+# pod bound to one of them may set that Node's cri-nstarget.io/state and
+# nothing else (deploy/admission_test.go, build tag apiserver). About 15 s
+# once Kubernetes is built (the e2e legs build it: hack/kubernetes.sh).
+.PHONY: deploy-admission
+deploy-admission: deps
+	NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
+		$(LEG) $(GO) test -tags apiserver -count=1 -v -timeout 5m ./deploy/
+
 # A busy node under random faults (issue 36; cmd/nstarget-soak,
 # internal/soak), outside `make test`: the e2e cluster (kubelet
 # $(KUBERNETES_NEWEST), the shim as its runtime) with ~30 pods, pods replaced
@@ -363,7 +374,7 @@ LEG = ./hack/leg.sh $@
 test: CRITEST_BACKENDS = $(TEST_CRITEST_BACKENDS)
 test: deps lint unit race fuzz install-check release-check \
 	$(foreach b,$(BACKENDS),integration-containerd-$(b) $(if $(filter 2.4,$(b)),integration-containerd-2.4-update) conformance-containerd-$(b)) \
-	$(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
+	deploy-admission $(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
 
 # make run: a private containerd, RUN_BACKEND (default 2.4, the newest

@@ -393,7 +393,7 @@ func (r *run) clusterInstall(t *testing.T) {
 		t.Errorf("the kubelet runs on %s, want the shim's", ep)
 	}
 	t.Logf("%s: %s", kubeadmFlagsPath, r.sh(t, time.Minute, "cat "+kubeadmFlagsPath))
-	if cfg := r.sh(t, time.Minute, "cat /etc/cri-nstarget/config.toml"); !strings.Contains(cfg, "events_kubeconfig = '/etc/cri-nstarget/events.kubeconfig'") {
+	if cfg := r.sh(t, time.Minute, "cat /etc/cri-nstarget/config.toml"); !strings.Contains(cfg, "events_kubeconfig = '/etc/kubernetes/kubelet.conf'") {
 		t.Errorf("the config the installer wrote:\n%s", cfg)
 	}
 	r.waitReady(t, time.Minute)
