@@ -146,33 +146,49 @@ func (r *run) applyCluster(t *testing.T, tag string, cleanup bool) {
 	}
 	if cleanup {
 		dir = filepath.Join(dir, "cleanup")
-	} else if installArgs != "" {
-		r.addInstallArgs(t, filepath.Join(dir, "kustomization.yaml"), strings.Fields(installArgs))
+	} else {
+		r.patchInstaller(t, dir, tag)
 	}
 	t.Logf("kubectl apply -k: %s", strings.TrimSpace(r.kubectl(t, "apply", "-k", dir)))
 }
 
-// addInstallArgs adds args to the installer's in the kustomization k (a
-// patch of its own: deploy/kustomization.yaml has none), for
-// NSTARGET_NODE_INSTALL_ARGS.
-func (r *run) addInstallArgs(t *testing.T, k string, args []string) {
+// patchInstaller adds to the installer's container, through a patch in
+// deploy/kustomization.yaml (which has none): NSTARGET_NODE_INSTALL_ARGS's
+// arguments; and $CRI_NSTARGET_IMAGE, the image the smoke test runs, when
+// deploy/ does not set it itself (a stand-in: deploy/ should).
+func (r *run) patchInstaller(t *testing.T, dir, tag string) {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString("patches:\n- target:\n    kind: DaemonSet\n    name: cri-nstarget-install\n  patch: |-\n")
-	for _, a := range args {
-		fmt.Fprintf(&b, "    - op: add\n      path: /spec/template/spec/containers/0/args/-\n      value: %q\n", a)
+	var ops []string
+	for _, a := range strings.Fields(installArgs) {
+		ops = append(ops, fmt.Sprintf("{op: add, path: /spec/template/spec/containers/0/args/-, value: %q}", a))
 	}
-	f, err := os.OpenFile(k, os.O_APPEND|os.O_WRONLY, 0)
+	if installArgs != "" {
+		t.Logf("the installer gets the arguments %q too (NSTARGET_NODE_INSTALL_ARGS)", installArgs)
+	}
+	ds, err := os.ReadFile(filepath.Join(dir, "install", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ds), "CRI_NSTARGET_IMAGE") {
+		image := r.registry + "/" + installImage + ":" + tag
+		ops = append(ops, fmt.Sprintf("{op: add, path: /spec/template/spec/containers/0/env/-, value: {name: CRI_NSTARGET_IMAGE, value: %q}}", image))
+		t.Logf("deploy/ does not set CRI_NSTARGET_IMAGE (the smoke test's image): the test sets it to %s", image)
+	}
+	if len(ops) == 0 {
+		return
+	}
+	patch := "patches:\n- target:\n    kind: DaemonSet\n    name: cri-nstarget-install\n  patch: |-\n"
+	for _, op := range ops {
+		patch += "    - " + op + "\n"
+	}
+	k := filepath.Join(dir, "kustomization.yaml")
+	b, err := os.ReadFile(k)
 	if err == nil {
-		_, err = f.WriteString(b.String())
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		err = os.WriteFile(k, append(b, patch...), 0o644)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the installer gets the arguments %q too (NSTARGET_NODE_INSTALL_ARGS)", args)
 }
 
 // installPod is the DaemonSet's pod, as the test waits on it.
