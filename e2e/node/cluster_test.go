@@ -5,6 +5,7 @@ package node
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -223,6 +224,7 @@ func (p installPod) ready() bool {
 // or, for a failure, Running and not Ready; and returns that pod.
 func (r *run) waitInstall(t *testing.T, tag, mode, state string, ready bool, timeout time.Duration) installPod {
 	t.Helper()
+	defer r.dumpOnFailure(t)
 	var pod installPod
 	r.poll(t, timeout, fmt.Sprintf("node label %q and the installer (%s, %s) ready=%v", state, tag, mode, ready), func() (bool, string) {
 		label := r.kubectl(t, "get", "node", nodeName, "-o", `jsonpath={.metadata.labels.cri-nstarget\.io/state}`)
@@ -246,6 +248,23 @@ func (r *run) waitInstall(t *testing.T, tag, mode, state string, ready bool, tim
 		return false, fmt.Sprintf("label %q, pods %v", label, seen)
 	})
 	return pod
+}
+
+// dumpOnFailure logs, once t failed, what the node says of the cluster
+// install: the installers' logs, the state, the Node's annotation. It runs
+// in a deferred call after t.Fatal: nothing here fails the test again.
+func (r *run) dumpOnFailure(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := r.vm.Run(ctx, `for f in /var/log/pods/cri-nstarget_*/install/*.log; do echo "== $f"; tail -n 40 "$f" | cut -d' ' -f4-; done
+echo "== `+installState+`"; cat `+installState+` 2>&1`)
+	t.Logf("the installers' logs on the node (%v):\n%s%s", err, res.Stdout, res.Stderr)
+	if out, err := r.kube.Kubectl(ctx, "get", "node", nodeName, "-o", `jsonpath={.metadata.labels}{"\n"}{.metadata.annotations}`); err == nil {
+		t.Logf("node %s: %s", nodeName, out)
+	}
 }
 
 // installerLog is the log of the installer's container of attempt n in
