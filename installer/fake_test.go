@@ -501,8 +501,7 @@ func (n *node) installer(version, shim string, at func(point string) bool) *Inst
 	}
 	in, err := New(Options{
 		Root: n.root, Version: version, Shim: []byte(shim), UnitTemplate: []byte("[Service]\nExecStart=@BINDIR@/cri-nstarget --config @SYSCONFDIR@/cri-nstarget/config.toml\n"),
-		EventsKubeconfig: []byte("apiVersion: v1\nkind: Config\n"),
-		HealthTimeout:    300 * time.Millisecond, ReadyTimeout: 500 * time.Millisecond, Poll: 20 * time.Millisecond,
+		HealthTimeout: 300 * time.Millisecond, ReadyTimeout: 500 * time.Millisecond, Poll: 20 * time.Millisecond,
 		NotReadyGrace: 200 * time.Millisecond, GuardAfter: time.Minute, SmokeImage: smokeImage,
 		Systemd: n, Cluster: n, CRI: n, Mounts: n, Slots: s, Log: log, Trials: n,
 	})

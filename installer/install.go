@@ -109,9 +109,6 @@ func (in *Installer) writeFiles(ctx context.Context, st *State, cfg []byte) erro
 		mode uint32
 	}
 	files := []file{{in.binPath(), in.o.Shim, 0o755}, {UnitPath, in.unit, 0o644}}
-	if len(in.o.EventsKubeconfig) > 0 {
-		files = append(files, file{KubeconfigPath, in.o.EventsKubeconfig, 0o600})
-	}
 	if cfg != nil {
 		files = append(files, file{ConfigPath, cfg, 0o644})
 	}

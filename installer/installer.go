@@ -26,10 +26,6 @@ type Options struct {
 	UnitTemplate []byte
 	// BinDir is where the binary goes on the host; default /usr/local/bin.
 	BinDir string
-	// EventsKubeconfig, when set, is written to KubeconfigPath, and a
-	// config this installer writes names it as events_kubeconfig: the
-	// shim's Events go out under an identity of their own.
-	EventsKubeconfig []byte
 	// KubeletUnit and ContainerdUnit: default kubelet.service and
 	// containerd.service.
 	KubeletUnit    string

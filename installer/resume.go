@@ -58,7 +58,7 @@ func (in *Installer) supersede(ctx context.Context, st State) error {
 			return err
 		}
 	}
-	recordAs(&st, map[string][]byte{in.binPath(): in.o.Shim, UnitPath: in.unit, KubeconfigPath: in.o.EventsKubeconfig, ConfigPath: p.config})
+	recordAs(&st, map[string][]byte{in.binPath(): in.o.Shim, UnitPath: in.unit, ConfigPath: p.config})
 	st.Phase, st.Version, st.ShimSHA = PhaseFiles, in.o.Version, in.shimSHA
 	if err := in.save(st); err != nil {
 		return err

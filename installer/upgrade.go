@@ -29,11 +29,8 @@ func (in *Installer) keep(ctx context.Context, st State) error {
 }
 
 // verify checks an installed node at an installer's start: the shim runs
-// and is healthy, the kubelet is on it, the events kubeconfig is current.
+// and is healthy, the kubelet is on it.
 func (in *Installer) verify(ctx context.Context, st State) error {
-	if err := in.refreshKubeconfig(&st); err != nil {
-		return err
-	}
 	if err := in.ensureShim(ctx, st); err != nil {
 		return in.rollBack(ctx, st, fmt.Errorf("the shim installed here (%s) is not healthy: %w", st.Version, err))
 	}
@@ -62,26 +59,6 @@ func (in *Installer) verify(ctx context.Context, st State) error {
 	in.label(ctx, StateInstalled, fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s", st.Version, st.Socket))
 	in.o.Log.WithField("version", st.Version).Info("installed, healthy, and the kubelet uses it")
 	return nil
-}
-
-// refreshKubeconfig writes the events kubeconfig again when the pod's
-// (its token) changed; the shim reads it again by itself.
-func (in *Installer) refreshKubeconfig(st *State) error {
-	if len(in.o.EventsKubeconfig) == 0 || !created(*st, KubeconfigPath) {
-		return nil
-	}
-	if now, err := fileSHA(in.o.Root, KubeconfigPath); err == nil && now == sha(in.o.EventsKubeconfig) {
-		return nil
-	}
-	for i := range st.Created {
-		if st.Created[i].Path == KubeconfigPath {
-			st.Created[i].SHA256 = sha(in.o.EventsKubeconfig)
-		}
-	}
-	if err := in.save(*st); err != nil {
-		return err
-	}
-	return writeFile(in.o.Root, KubeconfigPath, in.o.EventsKubeconfig, 0o600)
 }
 
 // upgrade replaces the shim's binary and unit by this version's and

@@ -26,8 +26,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -72,7 +70,6 @@ type options struct {
 	probeAddress    string
 	retryInterval   time.Duration
 	trialDir        string
-	eventsTokenDir  string
 	kubeletUnit     string
 	containerdUnit  string
 	node, namespace string
@@ -106,8 +103,6 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.probeAddress, "probe-address", "127.0.0.1:9797", "where /readyz is served")
 	fs.DurationVar(&o.retryInterval, "retry-interval", 30*time.Second, "how often a node that failed, or found the apiserver out of reach, is tried again")
 	fs.StringVar(&o.trialDir, "trial-dir", os.TempDir(), "a directory of the pod's where an upgrade's new binary is tried on a socket of its own")
-	fs.StringVar(&o.eventsTokenDir, "events-token-dir", "/var/run/secrets/cri-nstarget-events",
-		"the shim's own identity for its Events (a service-account token Secret: token, ca.crt); missing: the kubelet's")
 	fs.StringVar(&o.kubeletUnit, "kubelet-unit", "kubelet.service", "the kubelet's systemd unit")
 	fs.StringVar(&o.containerdUnit, "containerd-unit", "containerd.service", "containerd's systemd unit")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -252,17 +247,12 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 	if err != nil {
 		return nil, nil, err
 	}
-	kubeconfig, err := eventsKubeconfig(ctx, o.eventsTokenDir, cfg.Host, log)
-	if err != nil {
-		sd.Close()
-		return nil, nil, err
-	}
 	log.Info("connected to the host's systemd and the apiserver")
 	in, err := installer.New(installer.Options{
-		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir, EventsKubeconfig: kubeconfig,
+		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir,
 		KubeletUnit: o.kubeletUnit, ContainerdUnit: o.containerdUnit, HealthTimeout: o.healthTimeout, ReadyTimeout: o.readyTimeout,
 		NotReadyGrace: o.notReadyGrace, GuardAfter: o.guardAfter, SmokeImage: o.smokeImage,
-		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root}, Slots: s, Log: log,
+		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root, Units: sd}, Slots: s, Log: log,
 		Trials: trial.Runner{Binary: o.shim, Dir: o.trialDir, CRI: cri.Client{}, Log: log.WithField("trial", o.version)},
 	})
 	if err != nil {
@@ -270,46 +260,4 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 		return nil, nil, err
 	}
 	return in, func() { in.Close(); sd.Close() }, nil
-}
-
-// eventsKubeconfig is a kubeconfig for the shim's Events under the
-// identity of the token in dir (a service-account token Secret), reaching
-// the apiserver where this pod does; nil when dir is not mounted. A Secret
-// not filled yet by the token controller is waited for, a minute at most.
-func eventsKubeconfig(ctx context.Context, dir, server string, log *logrus.Entry) ([]byte, error) {
-	if _, err := os.Stat(dir); err != nil {
-		log.Info("no events token mounted: the shim posts its Events under the kubelet's identity")
-		return nil, nil
-	}
-	var token, ca []byte
-	deadline := time.Now().Add(time.Minute)
-	for {
-		token, _ = os.ReadFile(filepath.Join(dir, "token"))
-		ca, _ = os.ReadFile(filepath.Join(dir, "ca.crt"))
-		if len(token) > 0 && len(ca) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			log.Warnf("%s has no token yet: the shim posts its Events under the kubelet's identity", dir)
-			return nil, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-	kc := map[string]any{
-		"apiVersion": "v1", "kind": "Config", "current-context": "cri-nstarget-events",
-		"clusters": []any{map[string]any{"name": "cluster", "cluster": map[string]any{
-			"server": server, "certificate-authority-data": base64.StdEncoding.EncodeToString(ca)}}},
-		"users": []any{map[string]any{"name": "cri-nstarget-events", "user": map[string]any{"token": strings.TrimSpace(string(token))}}},
-		"contexts": []any{map[string]any{"name": "cri-nstarget-events", "context": map[string]any{
-			"cluster": "cluster", "user": "cri-nstarget-events"}}},
-	}
-	b, err := json.MarshalIndent(kc, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
 }
