@@ -419,6 +419,17 @@ func (n *node) Smoke(_ context.Context, socket, image string, command []string) 
 	return nil
 }
 
+// ImageOf finds the installer's pod (ownPod) running through the shim,
+// from smokeImage.
+func (n *node) ImageOf(_ context.Context, socket, podUID string) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if podUID != ownPod || socket != filepath.Join(n.root, "/run/cri-nstarget/cri.sock") || !n.shimHealthy() {
+		return "", fmt.Errorf("no running container of pod %s on %s", podUID, socket)
+	}
+	return smokeImage, nil
+}
+
 func (n *node) Runtime(_ context.Context, socket string) (string, string, error) {
 	if !strings.HasPrefix(socket, n.root) || !strings.HasSuffix(socket, "containerd.sock") {
 		return "", "", fmt.Errorf("%s: no such socket", socket)
@@ -523,6 +534,9 @@ func (n *node) slots(holder string) (*slots.Slots, error) {
 }
 
 const smokeImage = "registry.example/cri-nstarget:v1"
+
+// ownPod is the installer's pod's uid on the fake node.
+const ownPod = "0b4c5e7e-1111-4a2b-9c3d-5e6f7a8b9c0d"
 
 type testWriter struct{ t *testing.T }
 

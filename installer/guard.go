@@ -137,14 +137,23 @@ func (in *Installer) guardFired(e kubelet.Edit) bool {
 }
 
 // smoke runs the smoke test through the shim, within SmokeTimeout.
+// The image is SmokeImage, or the installer's own, as the shim lists its
+// pod's running container.
 func (in *Installer) smoke(ctx context.Context, st State) error {
-	if in.o.SmokeImage == "" {
-		return errNoSmokeImage
-	}
 	sctx, cancel := context.WithTimeout(ctx, in.o.SmokeTimeout)
 	defer cancel()
-	if err := in.o.CRI.Smoke(sctx, in.socket(st.Socket), in.o.SmokeImage, in.o.SmokeCommand); err != nil {
-		return fmt.Errorf("the smoke test through the shim failed (a pod sandbox and a container of %s, %q): %w", in.o.SmokeImage, in.o.SmokeCommand, err)
+	image := in.o.SmokeImage
+	if image == "" && in.o.PodUID == "" {
+		return errNoSmokeImage
+	}
+	if image == "" {
+		var err error
+		if image, err = in.o.CRI.ImageOf(sctx, in.socket(st.Socket), in.o.PodUID); err != nil {
+			return fmt.Errorf("the smoke test through the shim failed: the installer's own image, through the shim: %w", err)
+		}
+	}
+	if err := in.o.CRI.Smoke(sctx, in.socket(st.Socket), image, in.o.SmokeCommand); err != nil {
+		return fmt.Errorf("the smoke test through the shim failed (a pod sandbox and a container of %s, %q): %w", image, in.o.SmokeCommand, err)
 	}
 	return in.at("smoke:passed")
 }

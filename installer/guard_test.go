@@ -136,6 +136,30 @@ func TestSmokeFails(t *testing.T) {
 	sameTree(t, before, n.tree(), "var/lib/cri-nstarget-install/")
 }
 
+// TestSmokeOwnImage: without --smoke-image, the smoke test runs the image
+// of the installer's own pod, as the shim lists it; a pod the shim does not
+// list (a wrong uid) fails it, and the install rolls back.
+func TestSmokeOwnImage(t *testing.T) {
+	for _, uid := range []string{ownPod, "not-this-pod"} {
+		n := newNode(t, "kubeadm-flags")
+		in := n.installer("v1", shimV1, nil)
+		in.o.SmokeImage, in.o.PodUID = "", uid
+		err := in.Install(context.Background())
+		switch {
+		case uid == ownPod && (err != nil || n.smokes != 1):
+			t.Errorf("pod %s: %v after %d smoke tests, want installed after 1", uid, err, n.smokes)
+		case uid == ownPod:
+			n.wantOn(shimSocket)
+		default:
+			wantFailure(t, err, StateRolledBack)
+			if !strings.Contains(err.Error(), "the installer's own image, through the shim") || n.smokes != 0 {
+				t.Errorf("pod %s: %v after %d smoke tests", uid, err, n.smokes)
+			}
+			n.wantOn(containerd)
+		}
+	}
+}
+
 // TestNotReadyThroughShimEarly: the kubelet on the shim reports the node
 // NotReady: rolled back after NotReadyGrace, long before ReadyTimeout.
 func TestNotReadyThroughShimEarly(t *testing.T) {

@@ -75,6 +75,8 @@ type CRI interface {
 	// Created lists the ids of the containers in state CREATED: those
 	// whose pins are still to be joined when they start.
 	Created(ctx context.Context, socket string) (map[string]bool, error)
+	// ImageOf is the image of a running container of the pod podUID.
+	ImageOf(ctx context.Context, socket, podUID string) (string, error)
 	// Smoke runs command of image (present on the node) in a new pod
 	// sandbox through the socket, waits for it to exit 0, and removes the
 	// container and the sandbox.

@@ -173,7 +173,7 @@ func (in *Installer) switchKubelet(ctx context.Context, st State) error {
 	// A restart onto the shim waits for a slot, as long as ctx lets it;
 	// a kubelet restarted already is confirmed or rolled back without one.
 	if st.Phase == PhaseShim || st.Phase == PhaseKubelet {
-		if in.o.SmokeImage == "" {
+		if in.o.SmokeImage == "" && in.o.PodUID == "" {
 			return errNoSmokeImage
 		}
 		if err := in.slot(ctx); err != nil {
@@ -396,4 +396,4 @@ func (e apiError) Unwrap() error { return e.error }
 
 // errNoSmokeImage: the kubelet is not switched without a smoke test to
 // confirm it.
-var errNoSmokeImage = errors.New("no image for the smoke test through the shim (--smoke-image, $CRI_NSTARGET_IMAGE: the installer's own): the kubelet is not switched without it")
+var errNoSmokeImage = errors.New("no image for the smoke test through the shim (--smoke-image, or --pod-uid, $POD_UID, to run the installer's own): the kubelet is not switched without it")

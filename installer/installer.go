@@ -47,8 +47,11 @@ type Options struct {
 	// SmokeImage is an image on the node (the installer's own) whose
 	// SmokeCommand (default: cri-nstarget-install's version) runs through
 	// the shim before the node is installed, within SmokeTimeout (default
-	// 30s). Without it, the kubelet is not switched (Remove needs none).
+	// 30s). Without it, the image of this installer's own pod (PodUID, its
+	// running container as the runtime lists it) is used; without either,
+	// the kubelet is not switched (Remove needs none).
 	SmokeImage   string
+	PodUID       string
 	SmokeCommand []string
 	SmokeTimeout time.Duration
 	// Poll is how often those waits look; default 1s.

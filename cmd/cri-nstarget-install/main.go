@@ -67,6 +67,7 @@ type options struct {
 	notReadyGrace   time.Duration
 	guardAfter      time.Duration
 	smokeImage      string
+	podUID          string
 	probeAddress    string
 	retryInterval   time.Duration
 	trialDir        string
@@ -99,7 +100,8 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 90*time.Second, "how long the node may take to be Ready after a kubelet restart")
 	fs.DurationVar(&o.notReadyGrace, "not-ready-grace", 20*time.Second, "the kubelet on the shim reporting the node NotReady this long rolls back at once")
 	fs.DurationVar(&o.guardAfter, "guard-after", 2*time.Minute, "when the host's guard puts the kubelet back unless the install was confirmed (more than --ready-timeout)")
-	fs.StringVar(&o.smokeImage, "smoke-image", os.Getenv("CRI_NSTARGET_IMAGE"), "this installer's image, run through the shim before the node is installed (default $CRI_NSTARGET_IMAGE)")
+	fs.StringVar(&o.smokeImage, "smoke-image", os.Getenv("CRI_NSTARGET_IMAGE"), "an image on the node, run through the shim before the node is installed (default $CRI_NSTARGET_IMAGE; empty: this pod's own, by --pod-uid)")
+	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "this installer's pod uid (default $POD_UID, the downward API's metadata.uid): its image is the smoke test's")
 	fs.StringVar(&o.probeAddress, "probe-address", "127.0.0.1:9797", "where /readyz is served")
 	fs.DurationVar(&o.retryInterval, "retry-interval", 30*time.Second, "how often a node that failed, or found the apiserver out of reach, is tried again")
 	fs.StringVar(&o.trialDir, "trial-dir", os.TempDir(), "a directory of the pod's where an upgrade's new binary is tried on a socket of its own")
@@ -251,7 +253,7 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 	in, err := installer.New(installer.Options{
 		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir,
 		KubeletUnit: o.kubeletUnit, ContainerdUnit: o.containerdUnit, HealthTimeout: o.healthTimeout, ReadyTimeout: o.readyTimeout,
-		NotReadyGrace: o.notReadyGrace, GuardAfter: o.guardAfter, SmokeImage: o.smokeImage,
+		NotReadyGrace: o.notReadyGrace, GuardAfter: o.guardAfter, SmokeImage: o.smokeImage, PodUID: o.podUID,
 		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root, Units: sd}, Slots: s, Log: log,
 		Trials: trial.Runner{Binary: o.shim, Dir: o.trialDir, CRI: cri.Client{}, Log: log.WithField("trial", o.version)},
 	})
