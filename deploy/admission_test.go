@@ -132,18 +132,18 @@ func denied(t *testing.T, what string, err error, says string) {
 
 // waitPolicy waits until the apiserver enforces the policy (it loads
 // policies and bindings from its informers, a moment after they are
-// made): a dry-run of node-b's state label is refused by it.
+// made): a dry-run of cordoning node-a is refused by it.
 func waitPolicy(ctx context.Context, t *testing.T, nodes installcluster.Nodes) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := nodes.Patch(ctx, "node-b", types.MergePatchType, []byte(`{"metadata":{"labels":{"cri-nstarget.io/state":"x"}}}`),
+		_, err := nodes.Patch(ctx, "node-a", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`),
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil && strings.Contains(err.Error(), policyName) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the policy is not enforced 30s after it was made (a patch of node-b: %v)", err)
+			t.Fatalf("the policy is not enforced 30s after it was made (node-a cordoned, dry run: %v)", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
