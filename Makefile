@@ -263,7 +263,7 @@ e2e-tools: deps build
 # a real kube-apiserver $(KUBERNETES_NEWEST) and etcd (internal/cluster, no
 # kubelet): deploy/install applied, two Nodes, and a token of the installer's
 # pod bound to one of them may set that Node's cri-nstarget.io/state and
-# nothing else (deploy/admission_test.go, build tag apiserver). About 15 s
+# nothing else (deploy/admission_test.go, build tag apiserver). About 6 s
 # once Kubernetes is built (the e2e legs build it: hack/kubernetes.sh).
 .PHONY: deploy-admission
 deploy-admission: deps

@@ -93,6 +93,10 @@ func TestAdmissionPolicy(t *testing.T) {
 	b := &installcluster.Node{Nodes: nodes, Name: "node-b"}
 	denied(t, "node-b's state label", b.SetState(ctx, installer.StateInstalled, "v1 installed"), "may change only the Node its pod runs on")
 
+	// The rest of node-a as it is (the apiserver gave it the not-ready
+	// taint of a new Node).
+	const fields = "jsonpath={.spec.taints}|{.spec.unschedulable}|{.metadata.labels}|{.metadata.annotations}|{.metadata.finalizers}"
+	before := kubectl(ctx, t, c, "get", "node", "node-a", "-o", fields)
 	for _, p := range []struct{ what, patch, says string }{
 		{"a taint", `{"spec":{"taints":[{"key":"evil","effect":"NoSchedule"}]}}`, "spec"},
 		{"unschedulable", `{"spec":{"unschedulable":true}}`, "spec"},
@@ -106,8 +110,8 @@ func TestAdmissionPolicy(t *testing.T) {
 		_, err := nodes.Patch(ctx, "node-a", types.MergePatchType, []byte(p.patch), metav1.PatchOptions{})
 		denied(t, "node-a: "+p.what, err, p.says)
 	}
-	if got := kubectl(ctx, t, c, "get", "node", "node-a", "-o", "jsonpath={.spec.taints}{.spec.unschedulable}{.metadata.labels.pool}{.metadata.finalizers}"); got != "blue" {
-		t.Errorf("node-a's taints, unschedulable, label pool and finalizers: %q, want only pool=blue", got)
+	if after := kubectl(ctx, t, c, "get", "node", "node-a", "-o", fields); after != before {
+		t.Errorf("node-a's taints, unschedulable, labels, annotations and finalizers changed:\n%s\nwere\n%s", after, before)
 	}
 	// The policy is the installer's alone: the cluster's admin is not held.
 	kubectl(ctx, t, c, "patch", "node", "node-b", "--dry-run=server", "-p", `{"spec":{"unschedulable":true}}`)
@@ -128,18 +132,18 @@ func denied(t *testing.T, what string, err error, says string) {
 
 // waitPolicy waits until the apiserver enforces the policy (it loads
 // policies and bindings from its informers, a moment after they are
-// made): a dry-run of node-b's state label is refused by it.
+// made): a dry-run of cordoning node-a is refused by it.
 func waitPolicy(ctx context.Context, t *testing.T, nodes installcluster.Nodes) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := nodes.Patch(ctx, "node-b", types.MergePatchType, []byte(`{"metadata":{"labels":{"cri-nstarget.io/state":"x"}}}`),
+		_, err := nodes.Patch(ctx, "node-a", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`),
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil && strings.Contains(err.Error(), policyName) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the policy is not enforced 30s after it was made (a patch of node-b: %v)", err)
+			t.Fatalf("the policy is not enforced 30s after it was made (node-a cordoned, dry run: %v)", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
