@@ -155,8 +155,8 @@ func (r *run) applyCluster(t *testing.T, tag string, cleanup bool) {
 
 // patchInstaller adds to the installer's container, through a patch in
 // deploy/kustomization.yaml (which has none): NSTARGET_NODE_INSTALL_ARGS's
-// arguments; and $CRI_NSTARGET_IMAGE, the image the smoke test runs, when
-// deploy/ does not set it itself (a stand-in: deploy/ should).
+// arguments. (The smoke test runs the installer's own image, found by its
+// pod's uid, which deploy/ passes as $POD_UID.)
 func (r *run) patchInstaller(t *testing.T, dir, tag string) {
 	t.Helper()
 	var ops []string
@@ -165,15 +165,6 @@ func (r *run) patchInstaller(t *testing.T, dir, tag string) {
 	}
 	if installArgs != "" {
 		t.Logf("the installer gets the arguments %q too (NSTARGET_NODE_INSTALL_ARGS)", installArgs)
-	}
-	ds, err := os.ReadFile(filepath.Join(dir, "install", "daemonset.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(ds), "CRI_NSTARGET_IMAGE") {
-		image := r.registry + "/" + installImage + ":" + tag
-		ops = append(ops, fmt.Sprintf("{op: add, path: /spec/template/spec/containers/0/env/-, value: {name: CRI_NSTARGET_IMAGE, value: %q}}", image))
-		t.Logf("deploy/ does not set CRI_NSTARGET_IMAGE (the smoke test's image): the test sets it to %s", image)
 	}
 	if len(ops) == 0 {
 		return
