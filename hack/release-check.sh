@@ -321,9 +321,9 @@ fi
 check "the node's containerd is the tarball's: no containerd or containerd.io package" bash -c \
   '[ "$(pkgstatus containerd)" != ii ] && [ "$(pkgstatus containerd.io)" != ii ] && test -x /usr/local/bin/containerd'
 check "apt-get install ./the.deb (README's line) installs it there, downloading nothing" bash -c \
-  'apt-get install -y --no-download -o APT::Sandbox::User=root '"$deb"' >/tmp/release-check/install.log 2>&1 || { cat /tmp/release-check/install.log; false; }'
+  'apt-get install -y -o APT::Sandbox::User=root '"$deb"' >/tmp/release-check/install.log 2>&1 || { cat /tmp/release-check/install.log; false; }'
 check "dpkg: installed, and still no containerd package (apt pulled in nothing)" bash -c \
-  '[ "$(status)" = ii ] && [ "$(pkgstatus containerd)" != ii ] && ! grep -i "^Unpacking containerd\|^Setting up containerd\|^Setting up runc" /tmp/release-check/install.log'
+  '[ "$(status)" = ii ] && [ "$(pkgstatus containerd)" != ii ] && ! grep -i "^Get:\|^Unpacking containerd\|^Setting up containerd\|^Setting up runc" /tmp/release-check/install.log'
 check "the postinst printed cri-nstarget check: containerd not answering, what to do; the install did not fail" bash -c \
   'grep -q "^cri-nstarget: pre-flight check (cri-nstarget check):" /tmp/release-check/install.log &&
    grep -q "^  fail: runtime_endpoint unix:///run/containerd/containerd.sock: .*no such file or directory — start containerd" /tmp/release-check/install.log &&
