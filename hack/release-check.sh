@@ -323,10 +323,10 @@ check "the node's containerd is the tarball's: no containerd or containerd.io pa
 check "apt-get install ./the.deb (README's line) installs it there, downloading nothing" bash -c \
   'apt-get install -y -o APT::Sandbox::User=root '"$deb"' >/tmp/release-check/install.log 2>&1 || { cat /tmp/release-check/install.log; false; }'
 check "dpkg: installed, and still no containerd package (apt pulled in nothing)" bash -c \
-  '[ "$(status)" = ii ] && [ "$(pkgstatus containerd)" != ii ] && ! grep -i "^Get:\|^Unpacking containerd\|^Setting up containerd\|^Setting up runc" /tmp/release-check/install.log'
+  '[ "$(status)" = ii ] && [ "$(pkgstatus containerd)" != ii ] && ! grep -i "^Get:[0-9]* http\|^Unpacking containerd\|^Setting up containerd\|^Setting up runc" /tmp/release-check/install.log'
 check "the postinst printed cri-nstarget check: containerd not answering, what to do; the install did not fail" bash -c \
   'grep -q "^cri-nstarget: pre-flight check (cri-nstarget check):" /tmp/release-check/install.log &&
-   grep -q "^  fail: runtime_endpoint unix:///run/containerd/containerd.sock: .*no such file or directory — start containerd" /tmp/release-check/install.log &&
+   grep -q "^  fail: runtime_endpoint unix:///run/containerd/containerd.sock: .*no such file or directory.* — start containerd" /tmp/release-check/install.log &&
    grep -q "^cri-nstarget: installed, but the check above failed" /tmp/release-check/install.log || { cat /tmp/release-check/install.log; false; }'
 sed 's/^/      postinst: /' /tmp/release-check/install.log | grep -e 'ok:' -e 'warn:' -e 'fail:' -e 'check above'
 echo "timing: the tarball node made, and apt-get install, in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
