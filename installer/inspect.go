@@ -71,7 +71,9 @@ func (in *Installer) inspect(ctx context.Context, st State) (plan, error) {
 			return plan{}, refusef("the kubelet's runtime endpoint %s: want a unix socket", l.Endpoint)
 		}
 		cfg.RuntimeEndpoint, cfg.ContainerdAddress = l.Endpoint, sock
-		cfg.EventsKubeconfig = eventsKubeconfig(kn.Argv)
+		if len(in.o.EventsKubeconfig) > 0 {
+			cfg.EventsKubeconfig = KubeconfigPath
+		}
 		if p.config, err = cfg.Marshal(); err != nil {
 			return plan{}, err
 		}
