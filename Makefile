@@ -63,7 +63,7 @@ deps:
 # The build tags whose files vet and lint check, each with its packages
 # (several joined by +), beside the default build's ./...
 CHECK_TAGS := integration=./... e2e=./e2e/ node=./e2e/node/ upstream=./e2e/upstream/ \
-	failpoints=./server/+./cmd/... soakbreak_intents=./server/ soakbreak_nrigate=./nriplugin/
+	failpoints=./server/+./cmd/... soakbreak_intents=./server/ soakbreak_nrigate=./nriplugin/ apiserver=./deploy/
 # $(call each_tag,command): command -tags TAG PACKAGES for each of CHECK_TAGS.
 each_tag = @set -e; for c in $(CHECK_TAGS); do pkgs="$$(echo $${c\#*=} | tr + ' ')"; \
 	echo "$(1) -tags $${c%%=*} $$pkgs"; $(1) -tags $${c%%=*} $$pkgs; done
@@ -290,6 +290,17 @@ e2e-tools: deps build
 		$(call kubernetes_sh,$$v,--kubelet) >/dev/null || exit 1; done
 	./hack/etcd.sh >/dev/null
 
+# The cluster install's admission policy (deploy/install/admission.yaml) on
+# a real kube-apiserver $(KUBERNETES_NEWEST) and etcd (internal/cluster, no
+# kubelet): deploy/install applied, two Nodes, and a token of the installer's
+# pod bound to one of them may set that Node's cri-nstarget.io/state and
+# nothing else (deploy/admission_test.go, build tag apiserver). About 6 s
+# once Kubernetes is built (the e2e legs build it: hack/kubernetes.sh).
+.PHONY: deploy-admission
+deploy-admission: deps
+	NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
+		$(LEG) $(GO) test -tags apiserver -count=1 -v -timeout 5m ./deploy/
+
 # A busy node under random faults (issue 36; cmd/nstarget-soak,
 # internal/soak), outside `make test`: the e2e cluster (kubelet
 # $(KUBERNETES_NEWEST), the shim as its runtime) with ~30 pods, pods replaced
@@ -403,7 +414,7 @@ LEG = ./hack/leg.sh $@
 test: CRITEST_BACKENDS = $(TEST_CRITEST_BACKENDS)
 test: deps lint unit race fuzz install-check release-check \
 	$(foreach b,$(BACKENDS),integration-containerd-$(b) $(if $(filter 2.4,$(b)),integration-containerd-2.4-update) conformance-containerd-$(b)) \
-	$(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
+	deploy-admission $(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
 
 # make run: a private containerd, RUN_BACKEND (default 2.4, the newest
@@ -651,13 +662,17 @@ print-version:
 # plane (etcd, kube-apiserver) runs on the host, at 10.0.2.2 for the guest.
 #   make node-e2e        (part of make test) containerd $(CONTAINERD_24) with runc $(RUNC_24), the guest
 #                        on NODE_CPUS vCPUs: first the cluster install (deploy/: a DaemonSet, the
-#                        controllers on the host) on the kubelet on containerd: a shim never healthy
-#                        rolled back, the install with its installer killed after the kubelet's
+#                        controllers on the host) on the kubelet on containerd: a shim healthy but
+#                        NotReady through it rolled back by the installer after the kubelet's restart,
+#                        one that cannot create containers with its installer killed after the
+#                        kubelet's restart rolled back by the host's guard (internal/badshim), the
+#                        install with its installer killed after the kubelet's
 #                        restart, kubectl debug --target, the journal's fields and priorities, restarts
 #                        of the shim (systemctl, kill -9) and of containerd, an upgrade, the cleanup;
 #                        then the package installed: Ready through the shim, kubectl debug --target
 #   make node-e2e-full   every scenario on containerd $(CONTAINERD_24) and on Debian's 1.6.20: the
-#                        above, then package life (upgrade while running, remove, purge, reinstall)
+#                        above and a shim never healthy rolled back before the kubelet is touched,
+#                        then package life (upgrade while running, remove, purge, reinstall)
 #                        and a reboot on the same disk
 #   make node-boot-check boot the image and check systemd, cgroup v2, the share, 10.0.2.2
 # Each step prints its time; consoles and journals go to bin/node/.
@@ -669,7 +684,11 @@ NODE_LEG    = ./hack/leg.sh
 # test build; its stamp says -dirty when the tree is): the first, then the
 # upgrade.
 NODE_DEB_VERSIONS := v0.0.0-node.1 v0.0.0-node.2
-NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(base|cluster-.*|install|debug|logs|restarts)$$
+# The cluster install's images whose shim is healthy but useless
+# (internal/badshim, one mode each): the node NotReady through it, and no
+# container created through it.
+NODE_BADSHIMS     := notready nocreate
+NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(base|cluster-(notready|guard|install|upgrade|cleanup)|install|debug|logs|restarts)$$
 .PHONY: node-image node-boot-check node-tools node-e2e node-e2e-full
 node-image:
 	$(NODE_LEG) $@ ./hack/node/image.sh
@@ -685,6 +704,11 @@ node-tools: deps node-image crictl
 	done
 	$(MAKE) --no-print-directory image VERSION=$(word 1,$(NODE_DEB_VERSIONS)) IMAGE_VERSION=v0.0.0-node.bad IMAGE_OUT=bin/node/image-bad \
 		IMAGE_SHIM=$(NODE_AGENT) >/dev/null
+	for m in $(NODE_BADSHIMS); do \
+		env CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.mode=$$m" -o bin/node/badshim-$$m ./internal/badshim || exit 1; \
+		$(MAKE) --no-print-directory image VERSION=$(word 1,$(NODE_DEB_VERSIONS)) IMAGE_VERSION=v0.0.0-node.$$m IMAGE_OUT=bin/node/image-$$m \
+			IMAGE_SHIM=bin/node/badshim-$$m >/dev/null || exit 1; \
+	done
 	$(call kubernetes_sh,$(KUBERNETES_NEWEST),--upstream-e2e) >/dev/null
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_CPUS=$(NODE_CPUS) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
@@ -694,6 +718,7 @@ node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(
 	NSTARGET_NODE_IMAGE_V1="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
 	NSTARGET_NODE_IMAGE_V2="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
 	NSTARGET_NODE_IMAGE_BAD=$(CURDIR)/bin/node/image-bad/oci \
+	NSTARGET_NODE_IMAGE_NOTREADY=$(CURDIR)/bin/node/image-notready/oci NSTARGET_NODE_IMAGE_NOCREATE=$(CURDIR)/bin/node/image-nocreate/oci \
 	NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
 	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD_VERSION=$(CONTAINERD_24) ./hack/containerd.sh)" NSTARGET_RUNC2="$(call runc_bin,2.4)"
 NODE_TEST = $(GO) test -tags node -count=1 -v -timeout 40m ./e2e/node/
