@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -32,6 +34,11 @@ func (c Client) Smoke(ctx context.Context, socket, image string, command []strin
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
 		}},
 	}
+	parent, err := cgroupParent(ctx, rt)
+	if err != nil {
+		return err
+	}
+	sandbox.Linux.CgroupParent = parent
 	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sandbox})
 	if err != nil {
 		return fmt.Errorf("run a pod sandbox: %w", err)
@@ -42,6 +49,28 @@ func (c Client) Smoke(ctx context.Context, socket, image string, command []strin
 		}
 	}()
 	return runContainer(ctx, rt, sb.PodSandboxId, sandbox, image, command)
+}
+
+// SmokeSlice is the smoke test's cgroup parent under the systemd cgroup
+// driver, beside the kubelet's BestEffort pods (runc refuses a cgroupfs path
+// there: "expected cgroupsPath to be of format slice:prefix:name").
+const SmokeSlice = "kubepods-besteffort.slice"
+
+// cgroupParent is the sandbox's cgroup parent for the runtime's cgroup
+// driver, as the runtime says it (CRI RuntimeConfig, as the kubelet asks
+// it): SmokeSlice under systemd; the runtime's default under cgroupfs, or
+// when the runtime does not say (Unimplemented: containerd 1.7).
+func cgroupParent(ctx context.Context, rt runtimeapi.RuntimeServiceClient) (string, error) {
+	r, err := rt.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("the runtime's cgroup driver (RuntimeConfig): %w", err)
+	case r.GetLinux().GetCgroupDriver() == runtimeapi.CgroupDriver_SYSTEMD:
+		return SmokeSlice, nil
+	}
+	return "", nil
 }
 
 // runContainer creates and starts the container, waits for its exit 0, and

@@ -26,11 +26,27 @@ type runtime struct {
 	failCreate bool
 	command    []string
 	network    runtimeapi.NamespaceMode
+	// driver is the cgroup driver RuntimeConfig says (unset: Unimplemented,
+	// as containerd 1.7); under systemd a sandbox's parent must be a slice,
+	// as runc requires; parent is the one asked.
+	driver *runtimeapi.CgroupDriver
+	parent string
+}
+
+func (r *runtime) RuntimeConfig(context.Context, *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+	if r.driver == nil {
+		return nil, status.Error(codes.Unimplemented, "unknown method RuntimeConfig")
+	}
+	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: *r.driver}}, nil
 }
 
 func (r *runtime) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.parent = req.Config.GetLinux().GetCgroupParent()
+	if r.driver != nil && *r.driver == runtimeapi.CgroupDriver_SYSTEMD && !strings.HasSuffix(r.parent, ".slice") {
+		return nil, status.Errorf(codes.Unknown, "OCI runtime create failed: expected cgroupsPath to be of format \"slice:prefix:name\" for systemd cgroups, got %q", r.parent)
+	}
 	r.live["sandbox"] = true
 	r.network = req.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork()
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: "sandbox"}, nil
@@ -118,6 +134,31 @@ func TestSmoke(t *testing.T) {
 			}
 			if r.network != runtimeapi.NamespaceMode_NODE || !tc.failCreate && (len(r.command) != 1 || r.command[0] != "/bin/true") {
 				t.Errorf("network %v, command %q", r.network, r.command)
+			}
+		})
+	}
+}
+
+// TestSmokeCgroupParent: under the systemd cgroup driver (as the runtime
+// says it) the sandbox's parent is a slice, which runc requires; under
+// cgroupfs, or a runtime that does not say, the runtime's default.
+func TestSmokeCgroupParent(t *testing.T) {
+	systemd, cgroupfs := runtimeapi.CgroupDriver_SYSTEMD, runtimeapi.CgroupDriver_CGROUPFS
+	for _, tc := range []struct {
+		desc   string
+		driver *runtimeapi.CgroupDriver
+		want   string
+	}{
+		{"systemd", &systemd, SmokeSlice},
+		{"cgroupfs", &cgroupfs, ""},
+		{"not said", nil, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := &runtime{live: map[string]bool{}, driver: tc.driver}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := (Client{}).Smoke(ctx, serve(t, r), "img", []string{"/bin/true"}); err != nil || r.parent != tc.want {
+				t.Errorf("got %v with parent %q, want parent %q", err, r.parent, tc.want)
 			}
 		})
 	}
