@@ -55,6 +55,7 @@ type node struct {
 	notReadyViaShim bool   // the node is never Ready through the shim
 	apiDown         bool   // the apiserver answers nothing (the Node, the Leases)
 	smokeFails      bool   // the shim cannot create containers
+	shimBroken      bool   // no shim binary is healthy here (its state dir, say)
 	onSmoke         func() // called as a smoke test runs (mu not held)
 	smokes          int
 	// the host's guard: the timer's units as started (nil: not loaded),
@@ -78,6 +79,9 @@ type node struct {
 	// the socket unserved until the one before is restarted (upgrade:
 	// points only). Set by the test of that case alone.
 	restartWindow bool
+	// bothFail accepts the window of an upgrade whose new and previous
+	// binaries both fail, until the kubelet is back on its own endpoint.
+	bothFail bool
 }
 
 const shimSocket = "unix:///run/cri-nstarget/cri.sock"
@@ -168,7 +172,7 @@ func (n *node) startKubelet() {
 
 func (n *node) shimHealthy() bool {
 	b, err := os.ReadFile(filepath.Join(n.root, "usr/local/bin/cri-nstarget"))
-	return n.shimActive && err == nil && !bytes.Contains(b, []byte("BAD"))
+	return n.shimActive && err == nil && !bytes.Contains(b, []byte("BAD")) && !n.shimBroken
 }
 
 // serves says whether the kubelet's endpoint answers.
@@ -492,6 +496,11 @@ func (n *node) check(point string) {
 	defer n.mu.Unlock()
 	// No step is exempt, an upgrade's neither, but for restartWindow.
 	if n.restartWindow && strings.HasPrefix(point, "upgrade:") {
+		return
+	}
+	// Both shims failed: nothing can serve the shim's socket until the
+	// kubelet's restart onto its own endpoint (its test bounds that window).
+	if n.bothFail {
 		return
 	}
 	if n.endpoint == shimSocket && !n.shimActive && n.broken == "" {

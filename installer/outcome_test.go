@@ -113,6 +113,48 @@ func TestUpgradeTrialFails(t *testing.T) {
 	}
 }
 
+// TestUpgradeBothShimsFail: the new binary answers its trial and fails
+// under the unit, and the one before, put back, fails too: the kubelet goes
+// back to containerd at once (its restart waits for no slot, another
+// node's slot is left alone), the node ends rolled back, and no slot is
+// kept.
+func TestUpgradeBothShimsFail(t *testing.T) {
+	ctx := context.Background()
+	n := newNode(t, "kubeadm-flags")
+	installed(n)
+	n.bothFail = true
+	takeSlot(t, n, "node-b")
+	var unserved []string
+	in := n.installer("v2", shimV2, n.unserved(&unserved))
+	in.o.Trials = &trials{Trials: n, pass: true}
+	n.mu.Lock()
+	n.shimBroken = true
+	n.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- in.Install(ctx) }()
+	select {
+	case err := <-done:
+		wantFailure(t, err, StateRolledBack)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rollback after both shims failed waits (for the slot node-b holds?)")
+	}
+	n.wantOn(containerd)
+	if st := n.state(); st.Phase != PhaseRolledBack || n.label() != StateRolledBack || n.lastEvent() != "RolledBack" {
+		t.Errorf("state %+v, label %s, event %s", st, n.label(), n.lastEvent())
+	}
+	if h := slotHolder(t, n); h != "node-b" {
+		t.Errorf("the slot is %q's, want node-b's", h)
+	}
+	// The kubelet's socket is unserved from the new binary's restart to
+	// the kubelet's own restart back, never after it.
+	if len(unserved) == 0 || unserved[len(unserved)-1] != "kubelet:reverted" {
+		t.Errorf("unserved at %v, want the window to end at kubelet:reverted", unserved)
+	}
+	if n.count("restart kubelet.service") != 2 {
+		t.Errorf("kubelet restarts %d, want 2 (onto the shim, back)", n.count("restart kubelet.service"))
+	}
+}
+
 // down is a Cluster whose apiserver is unreachable while it is down: its
 // reads and writes fail with ErrUnreachable, its Events are lost.
 type down struct {
