@@ -131,7 +131,7 @@ func (r *run) leasesFree(t *testing.T) {
 // ReadyTimeout and the host's guard: the kubelet on containerd again with
 // its file byte for byte, the node Ready, app's container the same, the
 // slot free, the node labelled rolled-back with an Event, and the
-// installer's pod Ready (the node is safe).
+// installer's pod Ready (the node is safe): the DaemonSet's rollout ends.
 func (r *run) clusterNotReady(t *testing.T) {
 	r.clusterSetup(t)
 	flags := r.sh(t, time.Minute, "sha256sum "+kubeadmFlagsPath)
@@ -168,6 +168,10 @@ func (r *run) clusterNotReady(t *testing.T) {
 		t.Errorf("%s (want rolled back for NotReady through the shim):\n%s", installState, state)
 	}
 	r.appUnchanged(t)
+	// The node is safe, so its pod is Ready and the DaemonSet's rollout
+	// ends, as `kubectl rollout status` says, with this node rolled back.
+	t.Logf("rollout status: %s", strings.TrimSpace(r.kubectl(t, "-n", "cri-nstarget", "rollout", "status",
+		"daemonset/cri-nstarget-install", "--timeout=60s")))
 }
 
 // clusterGuard: an image whose shim serves everything but CreateContainer
