@@ -15,7 +15,7 @@
 #   make release [VERSION=vX.Y.Z]   binaries, tarballs, .deb and .rpm in dist/, with release notes
 #               and package changelogs from CHANGELOG.md (VERSION must have its entry there; by
 #               default the newest release there)
-#   make docs   the flag and key reference (README.md, man page) and config/default.toml, from config/
+#   make docs   the flag and key reference (docs/operations.md, man page) and config/default.toml, from config/
 #   make matrix integration and conformance on containerd 1.7 (best effort), 1.6 and 2.1 (outside CI)
 #   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
 #               end to end, on each backend with its kubelet (part of make test)
@@ -573,7 +573,7 @@ config/default.toml: config/config.go
 
 # make docs: what is made from config/config.go (the settings: key, flag,
 # default, meaning) and the binary's own flags: config/default.toml and the
-# reference of flags and keys in README.md and docs/cri-nstarget.8, between
+# reference of flags and keys in docs/operations.md and docs/cri-nstarget.8, between
 # their GENERATED markers. Unit tests fail when any of them is stale.
 .PHONY: docs
 docs: config/default.toml

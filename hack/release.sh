@@ -190,7 +190,7 @@ name). Check what you downloaded first: \`sha256sum -c --ignore-missing SHA256SU
 
 First the pre-flight, with the release's binary (each line ok, warn or fail, and what to do; exit 1
 on a fail): the kernel, cgroups, containerd answering and its version, NRI, the socket, the config,
-the kubelet's endpoint. The packages print it too when they install.
+the kubelet's endpoint and version. The packages print it too when they install.
 \`\`\`sh
 install -m 0755 cri-nstarget-$version-linux-amd64 /tmp/cri-nstarget && /tmp/cri-nstarget check
 \`\`\`
