@@ -181,16 +181,18 @@ func checkDates(t *testing.T, archive string, when time.Time) {
 }
 
 // TestReleaseRefuses: no copy without a version and a digest of the form
-// make release gives.
+// make release gives, and the error says which.
 func TestReleaseRefuses(t *testing.T) {
-	for _, o := range []options{
-		{version: "1.2.3", digest: digest},
-		{version: "v1.2.3", digest: "sha256:abc"},
-		{version: "v1.2.3", digest: ""},
+	for _, tc := range []struct {
+		version, digest, want string
+	}{
+		{"1.2.3", digest, "--version"},
+		{"v1.2.3", "sha256:abc", "--digest"},
+		{"v1.2.3", "", "--digest"},
 	} {
-		o.chart, o.deploy, o.out, o.epoch = chartDir, deployDir, t.TempDir(), 0
-		if err := release(o); err == nil {
-			t.Errorf("release with version %q, digest %q: no error", o.version, o.digest)
+		o := options{chart: chartDir, deploy: deployDir, out: t.TempDir(), version: tc.version, digest: tc.digest}
+		if err := release(o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("release with version %q, digest %q: error %v, want one about %s", tc.version, tc.digest, err, tc.want)
 		}
 	}
 }
