@@ -4,7 +4,8 @@
 #               the first time, its progress shown; 2.3, 2.0 or 1.7 likewise; RUN_BACKEND=1.6 is quick,
 #               Debian's 1.6.20, past end of life), and crictl
 #   make demo   the feature end to end, then a clean teardown (RUN_BACKEND as for make run)
-#   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, release check
+#   make test   all tests: vet, unit (also with -race), the Helm chart against deploy/ (chart-check),
+#               fuzzing (bounded), install check, release check
 #               (packages built twice, installed and purged in an overlay), then on each supported
 #               containerd (BACKENDS: 2.4 the newest, 2.3 and 2.0 the LTS; each with its own runc)
 #               integration, conformance (the TARGET suite, the shipped nstarget-conformance, on all
@@ -12,7 +13,8 @@
 #               nodes pair it with (make e2e: 1.37, 1.36, 1.35), Kubernetes' own specs on 2.4 (make
 #               e2e-upstream); and a systemd node on cgroup v2 under qemu with the .deb installed
 #               (make node-e2e). BACKENDS="2.4" runs one; the versions are below.
-#   make release [VERSION=vX.Y.Z]   binaries, tarballs, .deb and .rpm in dist/, with release notes
+#   make release [VERSION=vX.Y.Z]   binaries, tarballs, .deb and .rpm, the cluster install's image,
+#               deploy/ and Helm chart (naming the image's digest) in dist/, with release notes
 #               and package changelogs from CHANGELOG.md (VERSION must have its entry there; by
 #               default the newest release there)
 #   make docs   the flag and key reference (docs/operations.md, man page) and config/default.toml, from config/
@@ -290,6 +292,19 @@ e2e-tools: deps build
 		$(call kubernetes_sh,$$v,--kubelet) >/dev/null || exit 1; done
 	./hack/etcd.sh >/dev/null
 
+# The Helm chart (charts/cri-nstarget) against deploy/, with Helm's and
+# kustomize's own libraries (hack/chart, a module of its own: neither
+# enters go.mod; no helm binary): helm lint --strict; its render with the
+# default values the objects kustomize builds of deploy/ (and in cleanup
+# mode, of deploy/cleanup/), but for Helm's own labels; every object
+# labelled with the version; each value (image, digest, node selector,
+# restart slots, timeouts) reaching the installer; deploy.LeastPrivilege
+# on the renders; make release's copies (nstarget-chart). About 3 s once
+# built; the first build of Helm about 2 minutes.
+.PHONY: chart-check
+chart-check:
+	$(LEG) $(GO) -C hack/chart test -count=1 .
+
 # The cluster install's admission policy (deploy/install/admission.yaml) on
 # a real kube-apiserver $(KUBERNETES_NEWEST) and etcd (internal/cluster, no
 # kubelet): deploy/install applied, two Nodes, and a token of the installer's
@@ -412,7 +427,7 @@ node-conformance:
 # that the cheaper legs fail first); then the node.
 LEG = ./hack/leg.sh $@
 test: CRITEST_BACKENDS = $(TEST_CRITEST_BACKENDS)
-test: deps lint unit race fuzz install-check release-check \
+test: deps lint unit chart-check race fuzz install-check release-check \
 	$(foreach b,$(BACKENDS),integration-containerd-$(b) $(if $(filter 2.4,$(b)),integration-containerd-2.4-update) conformance-containerd-$(b)) \
 	deploy-admission $(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
