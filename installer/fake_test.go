@@ -95,7 +95,7 @@ func newNode(t *testing.T, fixture string) *node {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if n.apiDown {
-			return true, nil, errors.New("the apiserver: connection refused")
+			return true, nil, errApiserverDown
 		}
 		return false, nil, nil
 	})
@@ -365,7 +365,7 @@ func (n *node) Ready(context.Context) (bool, time.Time, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.apiDown {
-		return false, time.Time{}, errors.New("the apiserver: connection refused")
+		return false, time.Time{}, errApiserverDown
 	}
 	hb := n.started.Truncate(time.Second).Add(time.Second)
 	ready := n.serves() && !(n.endpoint == shimSocket && n.notReadyViaShim)
@@ -376,7 +376,7 @@ func (n *node) SetState(_ context.Context, state, detail string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.apiDown {
-		return errors.New("the apiserver: connection refused")
+		return errApiserverDown
 	}
 	if state == "" {
 		delete(n.labels, LabelState)
@@ -583,3 +583,7 @@ func (n *node) tree() map[string]string {
 	}
 	return out
 }
+
+// errApiserverDown is what the fake apiserver answers while down: no
+// answer, as package cluster tells it apart (ErrUnreachable).
+var errApiserverDown = fmt.Errorf("the apiserver: connection refused: %w", ErrUnreachable)

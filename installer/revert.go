@@ -132,7 +132,10 @@ func (in *Installer) restoreKubelet(ctx context.Context, st *State) error {
 	if err := in.at("kubelet:restarted-back"); err != nil {
 		return err
 	}
-	err = in.waitKnown(ctx, time.Now().Add(in.o.ReadyTimeout), func(ctx context.Context) error {
+	// The kubelet is on its own endpoint: the apiserver's word on Ready is
+	// a confirmation only, so its absence is not waited out (waitFor, not
+	// waitKnown): at the ReadyTimeout the rollback goes on, and says so.
+	err = in.waitFor(ctx, time.Now().Add(in.o.ReadyTimeout), func(ctx context.Context) error {
 		return in.kubeletReady(ctx, u.MainPID, since, func(ep string) bool { return ep != e.To })
 	})
 	var api apiError
