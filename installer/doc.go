@@ -23,7 +23,8 @@
 //     written, the kubelet restarted; then its command line and files must
 //     give the shim's endpoint, the node must be Ready in a status the new
 //     kubelet reported, and a smoke test must pass through the shim (a pod
-//     sandbox and a container of SmokeImage run to exit 0, and removed);
+//     sandbox run and removed; a container run to exit 0 in the
+//     installer's own pod, which the kubelet knows, and removed);
 //  4. done: the guard disarmed, the slot given back, the Node labelled, an
 //     Event.
 //

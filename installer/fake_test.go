@@ -404,8 +404,9 @@ func (n *node) Serving(_ context.Context, socket string) error {
 	return fmt.Errorf("%s: connection refused", socket)
 }
 
-// Smoke passes through a healthy shim that can create containers.
-func (n *node) Smoke(_ context.Context, socket, image string, command []string) error {
+// Smoke passes through a healthy shim that can create containers, its
+// container in the installer's own pod.
+func (n *node) Smoke(_ context.Context, socket, podUID, image string, command []string) error {
 	if n.onSmoke != nil {
 		n.onSmoke()
 	}
@@ -413,8 +414,8 @@ func (n *node) Smoke(_ context.Context, socket, image string, command []string) 
 	defer n.mu.Unlock()
 	n.smokes++
 	switch {
-	case socket != filepath.Join(n.root, "/run/cri-nstarget/cri.sock") || image != smokeImage || len(command) == 0:
-		return fmt.Errorf("smoke test on %s with %s %q", socket, image, command)
+	case socket != filepath.Join(n.root, "/run/cri-nstarget/cri.sock") || image != smokeImage || len(command) == 0 || podUID != ownPod:
+		return fmt.Errorf("smoke test on %s in pod %s with %s %q", socket, podUID, image, command)
 	case !n.shimHealthy():
 		return fmt.Errorf("%s: connection refused", socket)
 	case n.smokeFails:
@@ -522,7 +523,7 @@ func (n *node) installer(version, shim string, at func(point string) bool) *Inst
 	in, err := New(Options{
 		Root: n.root, Version: version, Shim: []byte(shim), UnitTemplate: []byte("[Service]\nExecStart=@BINDIR@/cri-nstarget --config @SYSCONFDIR@/cri-nstarget/config.toml\n"),
 		HealthTimeout: 300 * time.Millisecond, ReadyTimeout: 500 * time.Millisecond, Poll: 20 * time.Millisecond,
-		NotReadyGrace: 200 * time.Millisecond, GuardAfter: time.Minute, SmokeImage: smokeImage,
+		NotReadyGrace: 200 * time.Millisecond, GuardAfter: time.Minute, SmokeImage: smokeImage, PodUID: ownPod,
 		Systemd: n, Cluster: n, CRI: n, Mounts: n, Slots: s, Log: log, Trials: n,
 	})
 	if err != nil {

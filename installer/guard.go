@@ -136,15 +136,15 @@ func (in *Installer) guardFired(e kubelet.Edit) bool {
 	return err == nil && ok && bytes.Equal(cur, e.Before)
 }
 
-// smoke runs the smoke test through the shim, within SmokeTimeout.
-// The image is SmokeImage, or the installer's own, as the shim lists its
-// pod's running container.
+// smoke runs the smoke test through the shim, within SmokeTimeout, its
+// container in this installer's pod (PodUID), of SmokeImage or the pod's
+// own image, as the shim lists its running container.
 func (in *Installer) smoke(ctx context.Context, st State) error {
 	sctx, cancel := context.WithTimeout(ctx, in.o.SmokeTimeout)
 	defer cancel()
 	image := in.o.SmokeImage
-	if image == "" && in.o.PodUID == "" {
-		return errNoSmokeImage
+	if in.o.PodUID == "" {
+		return errNoSmokePod
 	}
 	if image == "" {
 		var err error
@@ -152,7 +152,7 @@ func (in *Installer) smoke(ctx context.Context, st State) error {
 			return fmt.Errorf("the smoke test through the shim failed: the installer's own image, through the shim: %w", err)
 		}
 	}
-	if err := in.o.CRI.Smoke(sctx, in.socket(st.Socket), image, in.o.SmokeCommand); err != nil {
+	if err := in.o.CRI.Smoke(sctx, in.socket(st.Socket), in.o.PodUID, image, in.o.SmokeCommand); err != nil {
 		return fmt.Errorf("the smoke test through the shim failed (a pod sandbox and a container of %s, %q): %w", image, in.o.SmokeCommand, err)
 	}
 	return in.at("smoke:passed")

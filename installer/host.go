@@ -80,7 +80,7 @@ type CRI interface {
 	// Smoke runs command of image (present on the node) in a new pod
 	// sandbox through the socket, waits for it to exit 0, and removes the
 	// container and the sandbox.
-	Smoke(ctx context.Context, socket, image string, command []string) error
+	Smoke(ctx context.Context, socket, podUID, image string, command []string) error
 }
 
 // Mounts are the host's mounts (its mount namespace, not the pod's).

@@ -173,8 +173,8 @@ func (in *Installer) switchKubelet(ctx context.Context, st State) error {
 	// A restart onto the shim waits for a slot, as long as ctx lets it;
 	// a kubelet restarted already is confirmed or rolled back without one.
 	if st.Phase == PhaseShim || st.Phase == PhaseKubelet {
-		if in.o.SmokeImage == "" && in.o.PodUID == "" {
-			return errNoSmokeImage
+		if in.o.PodUID == "" {
+			return errNoSmokePod
 		}
 		if err := in.slot(ctx); err != nil {
 			return err
@@ -394,6 +394,6 @@ type apiError struct{ error }
 
 func (e apiError) Unwrap() error { return e.error }
 
-// errNoSmokeImage: the kubelet is not switched without a smoke test to
+// errNoSmokePod: the kubelet is not switched without a smoke test to
 // confirm it.
-var errNoSmokeImage = errors.New("no image for the smoke test through the shim (--smoke-image, or --pod-uid, $POD_UID, to run the installer's own): the kubelet is not switched without it")
+var errNoSmokePod = errors.New("no pod for the smoke test through the shim (--pod-uid, $POD_UID: its container runs in the installer's own pod, of the pod's image unless --smoke-image): the kubelet is not switched without it")

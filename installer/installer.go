@@ -44,11 +44,13 @@ type Options struct {
 	// it unless the install disarmed it (default 2m; more than
 	// ReadyTimeout).
 	GuardAfter time.Duration
-	// SmokeImage is an image on the node (the installer's own) whose
-	// SmokeCommand (default: cri-nstarget-install's version) runs through
-	// the shim before the node is installed, within SmokeTimeout (default
-	// 30s). Without it, the image of this installer's own pod (PodUID, its
-	// running container as the runtime lists it) is used; without either,
+	// The smoke test through the shim, before the node is installed,
+	// within SmokeTimeout (default 30s): a pod sandbox of its own run and
+	// removed, and SmokeCommand (default: cri-nstarget-install's version)
+	// run to exit 0 in a container in the sandbox of this installer's own
+	// pod (PodUID: the node's kubelet kills the sandboxes of pods it does
+	// not know), of SmokeImage, an image on the node, or else of the pod's
+	// own (its running container as the runtime lists it). Without PodUID
 	// the kubelet is not switched (Remove needs none).
 	SmokeImage   string
 	PodUID       string

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,17 +16,40 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Smoke creates a pod sandbox (on the node's network: no CNI involved) and
-// in it a container of image, which must be on the node already, running
-// command; it waits for the container to exit 0, then removes the container
-// and the sandbox, whatever happened. ctx bounds it all (Timeout does not).
-func (c Client) Smoke(ctx context.Context, socket, image string, command []string) (retErr error) {
+// Smoke checks socket's CRI as a kubelet uses it, in two parts that the
+// node's kubelet leaves alone. A kubelet kills, within seconds, every pod
+// sandbox of a pod it does not know (its housekeeping; seen on the node
+// test: the container's start failed on "lstat /proc/PID/ns/ipc"), so:
+//   - a pod sandbox of its own (on the node's network: no CNI) is run, then
+//     stopped and removed at once;
+//   - a container of image, which must be on the node already, running
+//     command, is created in the sandbox of the pod whose uid is podUID
+//     (the installer's own, which the kubelet knows, and where it leaves a
+//     container not in the pod's spec alone), waited for its exit 0, and
+//     removed.
+//
+// Whatever happened, nothing of it is left. ctx bounds it all (Timeout
+// does not).
+func (c Client) Smoke(ctx context.Context, socket, podUID, image string, command []string) error {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	if err := runSandbox(ctx, rt); err != nil {
+		return err
+	}
+	id, config, err := podSandbox(ctx, rt, podUID)
+	if err != nil {
+		return err
+	}
+	return runContainer(ctx, rt, id, config, image, command)
+}
+
+// runSandbox runs a pod sandbox of the smoke test's own, and stops and
+// removes it.
+func runSandbox(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error {
 	uid := make([]byte, 8)
 	_, _ = rand.Read(uid)
 	sandbox := &runtimeapi.PodSandboxConfig{
@@ -43,12 +68,39 @@ func (c Client) Smoke(ctx context.Context, socket, image string, command []strin
 	if err != nil {
 		return fmt.Errorf("run a pod sandbox: %w", err)
 	}
-	defer func() {
-		if err := removeSandbox(ctx, rt, sb.PodSandboxId); err != nil && retErr == nil {
-			retErr = err
-		}
-	}()
-	return runContainer(ctx, rt, sb.PodSandboxId, sandbox, image, command)
+	return removeSandbox(ctx, rt, sb.PodSandboxId)
+}
+
+// podSandbox is the ready sandbox of the pod whose uid is podUID, and its
+// config as the runtime keeps it (containerd's verbose status: "info"'s
+// "config"), which a container created in it is given, as the kubelet
+// gives it.
+func podSandbox(ctx context.Context, rt runtimeapi.RuntimeServiceClient, podUID string) (string, *runtimeapi.PodSandboxConfig, error) {
+	if podUID == "" {
+		return "", nil, errors.New("no pod to run the smoke test's container in (the installer's own: --pod-uid, $POD_UID)")
+	}
+	l, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": podUID},
+	}})
+	if err != nil {
+		return "", nil, fmt.Errorf("list the pod sandbox of pod %s: %w", podUID, err)
+	}
+	if len(l.Items) != 1 {
+		return "", nil, fmt.Errorf("pod %s has %d ready sandboxes, want 1", podUID, len(l.Items))
+	}
+	id := l.Items[0].Id
+	st, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		return "", nil, fmt.Errorf("the status of pod %s's sandbox: %w", podUID, err)
+	}
+	var info struct {
+		Config *runtimeapi.PodSandboxConfig `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil || info.Config == nil {
+		return "", nil, fmt.Errorf("the runtime does not say the config of pod %s's sandbox (its verbose status's info.config): %v", podUID, err)
+	}
+	return id, info.Config, nil
 }
 
 // SmokeSlice is the smoke test's cgroup parent under the systemd cgroup
@@ -76,8 +128,12 @@ func cgroupParent(ctx context.Context, rt runtimeapi.RuntimeServiceClient) (stri
 // runContainer creates and starts the container, waits for its exit 0, and
 // removes it.
 func runContainer(ctx context.Context, rt runtimeapi.RuntimeServiceClient, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, image string, command []string) (retErr error) {
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
 	cfg := &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: "smoke"},
+		// A name of its own each time: one left by a killed installer does
+		// not block the next (the runtime reserves names per sandbox).
+		Metadata: &runtimeapi.ContainerMetadata{Name: "cri-nstarget-smoke-" + hex.EncodeToString(suffix)},
 		Image:    &runtimeapi.ImageSpec{Image: image},
 		Command:  command,
 		Labels:   map[string]string{"cri-nstarget.io/smoke": "true"},
@@ -90,7 +146,7 @@ func runContainer(ctx context.Context, rt runtimeapi.RuntimeServiceClient, sandb
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_, err := rt.RemoveContainer(rctx, &runtimeapi.RemoveContainerRequest{ContainerId: cr.ContainerId})
-		if err != nil && retErr == nil {
+		if err != nil && status.Code(err) != codes.NotFound && retErr == nil { // NotFound: the kubelet's GC took it
 			retErr = fmt.Errorf("remove the container: %w", err)
 		}
 	}()
@@ -121,7 +177,8 @@ func runContainer(ctx context.Context, rt runtimeapi.RuntimeServiceClient, sandb
 func removeSandbox(ctx context.Context, rt runtimeapi.RuntimeServiceClient, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+	// The kubelet may have stopped and removed it already (NotFound).
+	if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil && status.Code(err) != codes.NotFound {
 		return fmt.Errorf("stop the pod sandbox: %w", err)
 	}
 	if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {

@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,6 +32,42 @@ type runtime struct {
 	// as runc requires; parent is the one asked.
 	driver *runtimeapi.CgroupDriver
 	parent string
+	// the installer's pod's sandbox ("pod", uid ownPod, its config as
+	// containerd's verbose status says it, noInfo: not said), and what a
+	// container was created in; gone: the smoke test's own sandbox was
+	// stopped and removed by someone else (the kubelet) already.
+	noInfo     bool
+	gone       bool
+	createdIn  string
+	createdCfg *runtimeapi.PodSandboxConfig
+}
+
+const ownPod = "0b4c5e7e-1111-4a2b-9c3d-5e6f7a8b9c0d"
+
+// podConfig is the installer's pod's sandbox config as the kubelet gave it.
+var podConfig = &runtimeapi.PodSandboxConfig{
+	Metadata: &runtimeapi.PodSandboxMetadata{Name: "cri-nstarget-install-x", Namespace: "cri-nstarget", Uid: ownPod},
+	Linux:    &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods-besteffort-pod0b4c5e7e_1111.slice"},
+}
+
+func (r *runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f := req.GetFilter()
+	if f.GetState().GetState() != runtimeapi.PodSandboxState_SANDBOX_READY || f.GetLabelSelector()["io.kubernetes.pod.uid"] != ownPod {
+		return &runtimeapi.ListPodSandboxResponse{}, nil
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{{Id: "pod", Metadata: podConfig.Metadata}}}, nil
+}
+
+func (r *runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	if req.PodSandboxId != "pod" {
+		return nil, status.Error(codes.NotFound, "no such sandbox")
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{Id: "pod", State: runtimeapi.PodSandboxState_SANDBOX_READY}}
+	if req.Verbose && !r.noInfo {
+		b, _ := json.Marshal(map[string]any{"pid": 42, "config": podConfig})
+		resp.Info = map[string]string{"info": string(b)}
+	}
+	return resp, nil
 }
 
 func (r *runtime) RuntimeConfig(context.Context, *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
@@ -59,6 +96,7 @@ func (r *runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		return nil, status.Error(codes.Unknown, "failed to create containerd task")
 	}
 	r.live["container"], r.command = true, req.Config.Command
+	r.createdIn, r.createdCfg = req.PodSandboxId, req.SandboxConfig
 	return &runtimeapi.CreateContainerResponse{ContainerId: "container"}, nil
 }
 
@@ -77,7 +115,16 @@ func (r *runtime) RemoveContainer(context.Context, *runtimeapi.RemoveContainerRe
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
-func (r *runtime) StopPodSandbox(context.Context, *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+func (r *runtime) StopPodSandbox(_ context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if req.PodSandboxId != "sandbox" {
+		return nil, status.Errorf(codes.FailedPrecondition, "the smoke test stops %s", req.PodSandboxId)
+	}
+	if r.gone {
+		delete(r.live, "sandbox")
+		return nil, status.Error(codes.NotFound, "an error occurred when try to find sandbox: not found")
+	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
@@ -125,7 +172,7 @@ func TestSmoke(t *testing.T) {
 			r := &runtime{live: map[string]bool{}, exit: tc.exit, failCreate: tc.failCreate}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := Client{}.Smoke(ctx, serve(t, r), "img", []string{"/bin/true"})
+			err := Client{}.Smoke(ctx, serve(t, r), ownPod, "img", []string{"/bin/true"})
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
@@ -134,6 +181,11 @@ func TestSmoke(t *testing.T) {
 			}
 			if r.network != runtimeapi.NamespaceMode_NODE || !tc.failCreate && (len(r.command) != 1 || r.command[0] != "/bin/true") {
 				t.Errorf("network %v, command %q", r.network, r.command)
+			}
+			// The container in the installer's pod, given its sandbox's
+			// config (its cgroup parent, as the kubelet gives it).
+			if !tc.failCreate && (r.createdIn != "pod" || r.createdCfg.GetLinux().GetCgroupParent() != podConfig.Linux.CgroupParent) {
+				t.Errorf("container created in sandbox %q with config %v", r.createdIn, r.createdCfg)
 			}
 		})
 	}
@@ -157,8 +209,39 @@ func TestSmokeCgroupParent(t *testing.T) {
 			r := &runtime{live: map[string]bool{}, driver: tc.driver}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := (Client{}).Smoke(ctx, serve(t, r), "img", []string{"/bin/true"}); err != nil || r.parent != tc.want {
+			if err := (Client{}).Smoke(ctx, serve(t, r), ownPod, "img", []string{"/bin/true"}); err != nil || r.parent != tc.want {
 				t.Errorf("got %v with parent %q, want parent %q", err, r.parent, tc.want)
+			}
+		})
+	}
+}
+
+// TestSmokePod: the smoke test's own sandbox stopped and removed by the
+// kubelet first (NotFound) is no failure; without the installer's pod, or
+// a runtime that does not say its sandbox's config, it fails, saying why,
+// and leaves nothing.
+func TestSmokePod(t *testing.T) {
+	for _, tc := range []struct {
+		desc         string
+		pod          string
+		gone, noInfo bool
+		want         string
+	}{
+		{"the sandbox gone already", ownPod, true, false, ""},
+		{"no pod", "", false, false, "no pod to run the smoke test's container in"},
+		{"another pod", "not-this-pod", false, false, "pod not-this-pod has 0 ready sandboxes"},
+		{"no config said", ownPod, false, true, "does not say the config of pod " + ownPod},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := &runtime{live: map[string]bool{}, gone: tc.gone, noInfo: tc.noInfo}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := Client{}.Smoke(ctx, serve(t, r), tc.pod, "img", []string{"/bin/true"})
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+			if len(r.live) != 0 {
+				t.Errorf("left: %v", r.live)
 			}
 		})
 	}
