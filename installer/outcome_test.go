@@ -124,6 +124,15 @@ func TestUpgradeBothShimsFail(t *testing.T) {
 	installed(n)
 	n.bothFail = true
 	takeSlot(t, n, "node-b")
+	other, err := n.slots("node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := other.Acquire(ctx) // node-b renews it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Abandon()
 	var unserved []string
 	in := n.installer("v2", shimV2, n.unserved(&unserved))
 	in.o.Trials = &trials{Trials: n, pass: true}
