@@ -137,6 +137,11 @@ func runContainer(ctx context.Context, rt runtimeapi.RuntimeServiceClient, sandb
 		Image:    &runtimeapi.ImageSpec{Image: image},
 		Command:  command,
 		Labels:   map[string]string{"cri-nstarget.io/smoke": "true"},
+		// The pod's namespaces, as the kubelet gives each container of it
+		// (containerd refuses a user namespace config unlike the sandbox's).
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions(),
+		}},
 	}
 	cr, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandbox})
 	if err != nil {

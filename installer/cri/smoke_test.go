@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -47,7 +48,11 @@ const ownPod = "0b4c5e7e-1111-4a2b-9c3d-5e6f7a8b9c0d"
 // podConfig is the installer's pod's sandbox config as the kubelet gave it.
 var podConfig = &runtimeapi.PodSandboxConfig{
 	Metadata: &runtimeapi.PodSandboxMetadata{Name: "cri-nstarget-install-x", Namespace: "cri-nstarget", Uid: ownPod},
-	Linux:    &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods-besteffort-pod0b4c5e7e_1111.slice"},
+	Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods-besteffort-pod0b4c5e7e_1111.slice",
+		SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{
+			Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE},
+		}},
+	},
 }
 
 func (r *runtime) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
@@ -94,6 +99,12 @@ func (r *runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	defer r.mu.Unlock()
 	if r.failCreate {
 		return nil, status.Error(codes.Unknown, "failed to create containerd task")
+	}
+	// containerd's own check (its generated spec's): a container's user
+	// namespace config is its sandbox's.
+	if sb, ct := req.SandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
+		req.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); !proto.Equal(sb, ct) {
+		return nil, status.Errorf(codes.Unknown, "failed to generate spec opts: user namespace config for sandbox is different from container. Sandbox userns config: %v - Container userns config: %v", sb, ct)
 	}
 	r.live["container"], r.command = true, req.Config.Command
 	r.createdIn, r.createdCfg = req.PodSandboxId, req.SandboxConfig
