@@ -183,6 +183,13 @@ func (p *problems) checkMount(container, hp string, ro bool, m corev1.VolumeMoun
 	if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
 		p.add("%s mounts %s with Bidirectional propagation (privileged only)", container, hp)
 	}
+	// The shim's pins are mounts under /run (also /var/run, its symbolic
+	// link): a copy of it without the host's unmounts keeps a released pin
+	// mounted in the pod, and its removal fails (EBUSY), as seen on the
+	// node test's cleanup.
+	if (hp == "/run" || hp == "/var/run") && (m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer) {
+		p.add("%s mounts %s without HostToContainer propagation: the pins released on the host stay mounted in the pod", container, hp)
+	}
 }
 
 func (p *problems) checkContainer(c corev1.Container) {
