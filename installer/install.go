@@ -282,7 +282,7 @@ func (in *Installer) confirm(ctx context.Context, st State) error {
 		return err
 	}
 	in.releaseSlot(ctx)
-	msg := fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s (was %s; set in %s); a pod sandbox and a container ran through it", st.Version, st.Kubelet.To, st.Kubelet.From, st.Kubelet.Path)
+	msg := fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s (was %s; set in %s); a pod sandbox was run and removed, and a container run to exit 0 in this installer's pod, through it", st.Version, st.Kubelet.To, st.Kubelet.From, st.Kubelet.Path)
 	in.o.Log.Info(msg)
 	in.label(ctx, StateInstalled, msg)
 	in.o.Cluster.Event(ctx, false, "Installed", msg)
