@@ -69,3 +69,22 @@ func settle(ctx context.Context, op func(context.Context) (string, error), ready
 		}
 	}
 }
+
+// recheck runs settle again every `every` (0: never) until ctx ends: a
+// kubelet file rewritten since (kubeadm upgrade node writes its own) is
+// pointed at the shim again, and a shim found unhealthy rolled back,
+// without waiting for this pod's restart.
+func recheck(ctx context.Context, op func(context.Context) (string, error), ready *readiness, every, retry time.Duration, log *logrus.Entry) error {
+	for every > 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+		if err := settle(ctx, op, ready, retry, log); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return nil
+}

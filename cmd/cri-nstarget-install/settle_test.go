@@ -92,3 +92,18 @@ func TestSettleRetriesFailed(t *testing.T) {
 		t.Errorf("settle %v after %d calls (readyz before each %v), then /readyz %d %q", err, calls, seen, code, body)
 	}
 }
+
+// TestRecheck: a settled node is checked again every interval (a kubelet
+// file rewritten since is found without the pod's restart), until ctx ends;
+// with no interval, never.
+func TestRecheck(t *testing.T) {
+	for _, every := range []time.Duration{10 * time.Millisecond, 0} {
+		calls := 0
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := recheck(ctx, func(context.Context) (string, error) { calls++; return "installed v1", nil }, &readiness{}, every, time.Millisecond, quiet())
+		cancel()
+		if err != nil || every > 0 && calls < 5 || every == 0 && calls != 0 {
+			t.Errorf("every %s: recheck %v after %d checks in 200ms", every, err, calls)
+		}
+	}
+}
