@@ -105,7 +105,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "this installer's pod uid (default $POD_UID, the downward API's metadata.uid): the smoke test's container runs in this pod, of its image unless --smoke-image; required to switch the kubelet")
 	fs.StringVar(&o.probeAddress, "probe-address", "127.0.0.1:9797", "where /readyz is served")
 	fs.DurationVar(&o.retryInterval, "retry-interval", 30*time.Second, "how often a node that failed, or found the apiserver out of reach, is tried again")
-	fs.DurationVar(&o.recheckInterval, "recheck-interval", 5*time.Minute, "how often a settled node is checked again (install mode): a kubelet file rewritten by someone else is pointed at the shim again; 0: only at the pod's start")
+	fs.DurationVar(&o.recheckInterval, "recheck-interval", 5*time.Minute, "how often an installed node is checked again (install mode): a kubelet file rewritten by someone else is pointed at the shim again; 0: only at the pod's start")
 	fs.StringVar(&o.trialDir, "trial-dir", os.TempDir(), "a directory of the pod's where an upgrade's new binary is tried on a socket of its own")
 	fs.StringVar(&o.kubeletUnit, "kubelet-unit", "kubelet.service", "the kubelet's systemd unit")
 	fs.StringVar(&o.containerdUnit, "containerd-unit", "containerd.service", "containerd's systemd unit")
@@ -197,14 +197,17 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 		return err
 	}
 	defer closeAll()
+	installed := false // the last outcome: installed, and so rechecked
 	op := func(ctx context.Context) (string, error) {
 		if o.mode != "install" {
 			return "removed", in.Remove(ctx)
 		}
+		installed = false
 		if err := in.Install(ctx); err != nil {
 			return "", err
 		}
 		v, err := in.Installed()
+		installed = err == nil
 		return "installed " + v, err
 	}
 	if err := settle(ctx, op, ready, o.retryInterval, log); err != nil {
@@ -214,7 +217,7 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 	if o.mode != "install" {
 		every = 0
 	}
-	if err := recheck(ctx, op, ready, every, o.retryInterval, log); err != nil {
+	if err := recheck(ctx, op, func() bool { return installed }, ready, every, o.retryInterval, log); err != nil {
 		return err
 	}
 	log.Info("SIGTERM: exiting; the node stays as it is")

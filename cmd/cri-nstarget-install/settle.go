@@ -70,16 +70,21 @@ func settle(ctx context.Context, op func(context.Context) (string, error), ready
 	}
 }
 
-// recheck runs settle again every `every` (0: never) until ctx ends: a
+// recheck runs settle again every `every` (0: never) until ctx ends,
+// while installed says the node is installed (a node refused, rolled back
+// or upgrade-failed is not asked again, nor told again in an Event): a
 // kubelet file rewritten since (kubeadm upgrade node writes its own) is
 // pointed at the shim again, and a shim found unhealthy rolled back,
 // without waiting for this pod's restart.
-func recheck(ctx context.Context, op func(context.Context) (string, error), ready *readiness, every, retry time.Duration, log *logrus.Entry) error {
+func recheck(ctx context.Context, op func(context.Context) (string, error), installed func() bool, ready *readiness, every, retry time.Duration, log *logrus.Entry) error {
 	for every > 0 {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(every):
+		}
+		if !installed() {
+			continue
 		}
 		if err := settle(ctx, op, ready, retry, log); err != nil {
 			return err

@@ -93,17 +93,23 @@ func TestSettleRetriesFailed(t *testing.T) {
 	}
 }
 
-// TestRecheck: a settled node is checked again every interval (a kubelet
-// file rewritten since is found without the pod's restart), until ctx ends;
-// with no interval, never.
+// TestRecheck: an installed node is checked again every interval (a
+// kubelet file rewritten since is found without the pod's restart), until
+// ctx ends; with no interval, never; a node not installed (refused, rolled
+// back, upgrade-failed), never either.
 func TestRecheck(t *testing.T) {
-	for _, every := range []time.Duration{10 * time.Millisecond, 0} {
+	for _, tc := range []struct {
+		every     time.Duration
+		installed bool
+		want      bool
+	}{{10 * time.Millisecond, true, true}, {0, true, false}, {10 * time.Millisecond, false, false}} {
 		calls := 0
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := recheck(ctx, func(context.Context) (string, error) { calls++; return "installed v1", nil }, &readiness{}, every, time.Millisecond, quiet())
+		err := recheck(ctx, func(context.Context) (string, error) { calls++; return "installed v1", nil },
+			func() bool { return tc.installed }, &readiness{}, tc.every, time.Millisecond, quiet())
 		cancel()
-		if err != nil || every > 0 && calls < 5 || every == 0 && calls != 0 {
-			t.Errorf("every %s: recheck %v after %d checks in 200ms", every, err, calls)
+		if err != nil || tc.want && calls < 5 || !tc.want && calls != 0 {
+			t.Errorf("every %s, installed %v: recheck %v after %d checks in 200ms", tc.every, tc.installed, err, calls)
 		}
 	}
 }
