@@ -4,7 +4,8 @@
 #               the first time, its progress shown; 2.3, 2.0 or 1.7 likewise; RUN_BACKEND=1.6 is quick,
 #               Debian's 1.6.20, past end of life), and crictl
 #   make demo   the feature end to end, then a clean teardown (RUN_BACKEND as for make run)
-#   make test   all tests: vet, unit (also with -race), fuzzing (bounded), install check, release check
+#   make test   all tests: vet, unit (also with -race), the Helm chart against deploy/ (chart-check),
+#               fuzzing (bounded), install check, release check
 #               (packages built twice, installed and purged in an overlay), then on each supported
 #               containerd (BACKENDS: 2.4 the newest, 2.3 and 2.0 the LTS; each with its own runc)
 #               integration, conformance (the TARGET suite, the shipped nstarget-conformance, on all
@@ -12,10 +13,11 @@
 #               nodes pair it with (make e2e: 1.37, 1.36, 1.35), Kubernetes' own specs on 2.4 (make
 #               e2e-upstream); and a systemd node on cgroup v2 under qemu with the .deb installed
 #               (make node-e2e). BACKENDS="2.4" runs one; the versions are below.
-#   make release [VERSION=vX.Y.Z]   binaries, tarballs, .deb and .rpm in dist/, with release notes
+#   make release [VERSION=vX.Y.Z]   binaries, tarballs, .deb and .rpm, the cluster install's image,
+#               deploy/ and Helm chart (naming the image's digest) in dist/, with release notes
 #               and package changelogs from CHANGELOG.md (VERSION must have its entry there; by
 #               default the newest release there)
-#   make docs   the flag and key reference (README.md, man page) and config/default.toml, from config/
+#   make docs   the flag and key reference (docs/operations.md, man page) and config/default.toml, from config/
 #   make matrix integration and conformance on containerd 1.7 (best effort), 1.6 and 2.1 (outside CI)
 #   make e2e    a real kubelet (and etcd, kube-apiserver) in front of the shim: kubectl debug --target
 #               end to end, on each backend with its kubelet (part of make test)
@@ -63,7 +65,7 @@ deps:
 # The build tags whose files vet and lint check, each with its packages
 # (several joined by +), beside the default build's ./...
 CHECK_TAGS := integration=./... e2e=./e2e/ node=./e2e/node/ upstream=./e2e/upstream/ \
-	failpoints=./server/+./cmd/... soakbreak_intents=./server/ soakbreak_nrigate=./nriplugin/
+	failpoints=./server/+./cmd/... soakbreak_intents=./server/ soakbreak_nrigate=./nriplugin/ apiserver=./deploy/
 # $(call each_tag,command): command -tags TAG PACKAGES for each of CHECK_TAGS.
 each_tag = @set -e; for c in $(CHECK_TAGS); do pkgs="$$(echo $${c\#*=} | tr + ' ')"; \
 	echo "$(1) -tags $${c%%=*} $$pkgs"; $(1) -tags $${c%%=*} $$pkgs; done
@@ -290,6 +292,30 @@ e2e-tools: deps build
 		$(call kubernetes_sh,$$v,--kubelet) >/dev/null || exit 1; done
 	./hack/etcd.sh >/dev/null
 
+# The Helm chart (charts/cri-nstarget) against deploy/, with Helm's and
+# kustomize's own libraries (hack/chart, a module of its own: neither
+# enters go.mod; no helm binary): helm lint --strict; its render with the
+# default values the objects kustomize builds of deploy/ (and in cleanup
+# mode, of deploy/cleanup/), but for Helm's own labels; every object
+# labelled with the version; each value (image, digest, node selector,
+# restart slots, timeouts) reaching the installer; deploy.LeastPrivilege
+# on the renders; make release's copies (nstarget-chart). About 3 s once
+# built; the first build of Helm about 2 minutes.
+.PHONY: chart-check
+chart-check:
+	$(LEG) $(GO) -C hack/chart test -count=1 .
+
+# The cluster install's admission policy (deploy/install/admission.yaml) on
+# a real kube-apiserver $(KUBERNETES_NEWEST) and etcd (internal/cluster, no
+# kubelet): deploy/install applied, two Nodes, and a token of the installer's
+# pod bound to one of them may set that Node's cri-nstarget.io/state and
+# nothing else (deploy/admission_test.go, build tag apiserver). About 6 s
+# once Kubernetes is built (the e2e legs build it: hack/kubernetes.sh).
+.PHONY: deploy-admission
+deploy-admission: deps
+	NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
+		$(LEG) $(GO) test -tags apiserver -count=1 -v -timeout 5m ./deploy/
+
 # A busy node under random faults (issue 36; cmd/nstarget-soak,
 # internal/soak), outside `make test`: the e2e cluster (kubelet
 # $(KUBERNETES_NEWEST), the shim as its runtime) with ~30 pods, pods replaced
@@ -401,9 +427,9 @@ node-conformance:
 # that the cheaper legs fail first); then the node.
 LEG = ./hack/leg.sh $@
 test: CRITEST_BACKENDS = $(TEST_CRITEST_BACKENDS)
-test: deps lint unit race fuzz install-check release-check \
+test: deps lint unit chart-check race fuzz install-check release-check \
 	$(foreach b,$(BACKENDS),integration-containerd-$(b) $(if $(filter 2.4,$(b)),integration-containerd-2.4-update) conformance-containerd-$(b)) \
-	$(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
+	deploy-admission $(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
 
 # make run: a private containerd, RUN_BACKEND (default 2.4, the newest
@@ -562,7 +588,7 @@ config/default.toml: config/config.go
 
 # make docs: what is made from config/config.go (the settings: key, flag,
 # default, meaning) and the binary's own flags: config/default.toml and the
-# reference of flags and keys in README.md and docs/cri-nstarget.8, between
+# reference of flags and keys in docs/operations.md and docs/cri-nstarget.8, between
 # their GENERATED markers. Unit tests fail when any of them is stale.
 .PHONY: docs
 docs: config/default.toml
@@ -651,13 +677,17 @@ print-version:
 # plane (etcd, kube-apiserver) runs on the host, at 10.0.2.2 for the guest.
 #   make node-e2e        (part of make test) containerd $(CONTAINERD_24) with runc $(RUNC_24), the guest
 #                        on NODE_CPUS vCPUs: first the cluster install (deploy/: a DaemonSet, the
-#                        controllers on the host) on the kubelet on containerd: a shim never healthy
-#                        rolled back, the install with its installer killed after the kubelet's
+#                        controllers on the host) on the kubelet on containerd: a shim healthy but
+#                        NotReady through it rolled back by the installer after the kubelet's restart,
+#                        one that cannot create containers with its installer killed after the
+#                        kubelet's restart rolled back by the host's guard (internal/badshim), the
+#                        install with its installer killed after the kubelet's
 #                        restart, kubectl debug --target, the journal's fields and priorities, restarts
 #                        of the shim (systemctl, kill -9) and of containerd, an upgrade, the cleanup;
 #                        then the package installed: Ready through the shim, kubectl debug --target
 #   make node-e2e-full   every scenario on containerd $(CONTAINERD_24) and on Debian's 1.6.20: the
-#                        above, then package life (upgrade while running, remove, purge, reinstall)
+#                        above and a shim never healthy rolled back before the kubelet is touched,
+#                        then package life (upgrade while running, remove, purge, reinstall)
 #                        and a reboot on the same disk
 #   make node-boot-check boot the image and check systemd, cgroup v2, the share, 10.0.2.2
 # Each step prints its time; consoles and journals go to bin/node/.
@@ -669,7 +699,11 @@ NODE_LEG    = ./hack/leg.sh
 # test build; its stamp says -dirty when the tree is): the first, then the
 # upgrade.
 NODE_DEB_VERSIONS := v0.0.0-node.1 v0.0.0-node.2
-NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(base|cluster-.*|install|debug|logs|restarts)$$
+# The cluster install's images whose shim is healthy but useless
+# (internal/badshim, one mode each): the node NotReady through it, and no
+# container created through it.
+NODE_BADSHIMS     := notready nocreate
+NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(base|cluster-(notready|guard|install|upgrade|cleanup)|install|debug|logs|restarts)$$
 .PHONY: node-image node-boot-check node-tools node-e2e node-e2e-full
 node-image:
 	$(NODE_LEG) $@ ./hack/node/image.sh
@@ -685,6 +719,11 @@ node-tools: deps node-image crictl
 	done
 	$(MAKE) --no-print-directory image VERSION=$(word 1,$(NODE_DEB_VERSIONS)) IMAGE_VERSION=v0.0.0-node.bad IMAGE_OUT=bin/node/image-bad \
 		IMAGE_SHIM=$(NODE_AGENT) >/dev/null
+	for m in $(NODE_BADSHIMS); do \
+		env CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.mode=$$m" -o bin/node/badshim-$$m ./internal/badshim || exit 1; \
+		$(MAKE) --no-print-directory image VERSION=$(word 1,$(NODE_DEB_VERSIONS)) IMAGE_VERSION=v0.0.0-node.$$m IMAGE_OUT=bin/node/image-$$m \
+			IMAGE_SHIM=bin/node/badshim-$$m >/dev/null || exit 1; \
+	done
 	$(call kubernetes_sh,$(KUBERNETES_NEWEST),--upstream-e2e) >/dev/null
 node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(CURDIR)/$(NODE_AGENT) \
 	NSTARGET_NODE_ACCEL=$(NODE_ACCEL) NSTARGET_NODE_CPUS=$(NODE_CPUS) NSTARGET_NODE_LOGS=$(CURDIR)/bin/node \
@@ -694,6 +733,7 @@ node_env = NSTARGET_NODE_IMAGE="$$(./hack/node/image.sh)" NSTARGET_NODE_AGENT=$(
 	NSTARGET_NODE_IMAGE_V1="$$(ls $(CURDIR)/bin/node/dist-$(word 1,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
 	NSTARGET_NODE_IMAGE_V2="$$(ls $(CURDIR)/bin/node/dist-$(word 2,$(NODE_DEB_VERSIONS))/*.oci.tar)" \
 	NSTARGET_NODE_IMAGE_BAD=$(CURDIR)/bin/node/image-bad/oci \
+	NSTARGET_NODE_IMAGE_NOTREADY=$(CURDIR)/bin/node/image-notready/oci NSTARGET_NODE_IMAGE_NOCREATE=$(CURDIR)/bin/node/image-nocreate/oci \
 	NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
 	NSTARGET_CONTAINERD2_DIR="$$(CONTAINERD_VERSION=$(CONTAINERD_24) ./hack/containerd.sh)" NSTARGET_RUNC2="$(call runc_bin,2.4)"
 NODE_TEST = $(GO) test -tags node -count=1 -v -timeout 40m ./e2e/node/

@@ -9,7 +9,7 @@ import (
 // the key of the file that sets the same (empty for a flag that is no
 // setting, such as --config), its default and its meaning. Options takes
 // them from the flag set that Parse uses, so that a reference made from them
-// (README.md, the man page: make docs) cannot say other than the binary.
+// (docs/operations.md, the man page: make docs) cannot say other than the binary.
 type Option struct {
 	Flag    string // "state-dir"
 	Key     string // "state_dir"; empty when no key of the file sets it

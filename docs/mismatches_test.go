@@ -144,14 +144,14 @@ func TestOperationsLinks(t *testing.T) {
 }
 
 // slug is GitHub's anchor of a heading: lower case, spaces to hyphens, and
-// nothing but letters, digits, hyphens and underscores.
+// nothing but what slugKeeps (letters, digits, hyphens, underscores).
 func slug(title string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(title) {
 		switch {
 		case r == ' ':
 			b.WriteRune('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+		case slugKeeps(r):
 			b.WriteRune(r)
 		}
 	}

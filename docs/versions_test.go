@@ -118,7 +118,7 @@ func TestSupportedVersions(t *testing.T) {
 		file, heading string
 		first         func(backend) string // what the containerd cell starts with
 	}{
-		{"../README.md", "## Supported versions", func(b backend) string { return minor(b.containerd) }},
+		{"../README.md", "### Supported versions", func(b backend) string { return minor(b.containerd) }},
 		{"operations.md", "### Supported versions", func(b backend) string {
 			return minor(b.containerd) + " (tested: " + b.containerd + ")"
 		}},

@@ -16,6 +16,8 @@
 #   - the TARGET suite likewise: nstarget-conformance's binary (static, its
 #     --version, --help, --list), its tarball (`make install-conformance`'s
 #     tree) and its packages (cri-nstarget-conformance, depending on nothing);
+#   - the release's deploy/ and Helm chart name the image by the digest of
+#     the OCI index in its .oci.tar;
 #   - the words come from CHANGELOG.md: the release notes are the version's
 #     entry, each .deb's changelog.Debian.gz parses (dpkg-parsechangelog) and
 #     holds that entry and the older ones, each .rpm's %changelog likewise,
@@ -212,6 +214,18 @@ for arch in amd64 arm64; do
   check "$arch suite .rpm: arch $rpmarch, requires nothing of a package, digests verify" bash -c \
     "[ \"\$(rpm -qp --qf '%{ARCH}' '$rpmf' 2>/dev/null)\" = $rpmarch ] && ! rpm -qpR '$rpmf' 2>/dev/null | grep -v -e '^rpmlib(' -e '^/bin/sh\$' && rpm -K --nosignature '$rpmf' >/dev/null"
 done
+
+# --- the cluster install: deploy/ and the Helm chart name the image's digest ---------
+# The digest of the OCI index in the image's .oci.tar (what `skopeo copy --all`
+# pushes), which make release wrote into both (nstarget-chart checks the rest:
+# hack/chart).
+digest=$(tar -xOf "$a/cri-nstarget-image-$version.oci.tar" index.json | grep -o 'sha256:[0-9a-f]\{64\}' | head -1) || true
+check "the release's deploy/ names the image by its tag and its index's digest (${digest:-none found})" bash -c \
+  "[ -n '$digest' ] && tar -xOzf '$a/cri-nstarget-deploy-$version.tar.gz' deploy/install/kustomization.yaml | grep -qx '  digest: $digest' &&
+   tar -xOzf '$a/cri-nstarget-deploy-$version.tar.gz' deploy/install/kustomization.yaml | grep -qx '  newTag: $version'"
+check "the release's Helm chart cri-nstarget-${version#v}.tgz names it, with appVersion $version" bash -c \
+  "[ -n '$digest' ] && tar -xOzf '$a/cri-nstarget-${version#v}.tgz' cri-nstarget/values.yaml | grep -qx '  digest: \"$digest\"' &&
+   tar -xOzf '$a/cri-nstarget-${version#v}.tgz' cri-nstarget/Chart.yaml | grep -qx 'appVersion: $version'"
 
 # --- the words: CHANGELOG.md's entry in the notes and in every package --------------
 "$work/nstarget-changelog" notes "$version" >"$work/notes.md"

@@ -12,6 +12,11 @@
 #   cri-nstarget-image-VERSION.oci.tar            the cluster install's image (make image):
 #   cri-nstarget-image-VERSION-linux-ARCH.tar     an OCI layout of every ARCH, and each ARCH
 #                                                 as a docker tarball
+#   cri-nstarget-deploy-VERSION.tar.gz, its .sha256sum
+#                                                 deploy/ (kubectl apply -k), and the Helm chart
+#   cri-nstarget-X.Y.Z.tgz                        (helm package's archive, version X.Y.Z), both
+#                                                 naming the image by VERSION and the digest of
+#                                                 its OCI index (bin/nstarget-chart, hack/chart)
 #   nstarget-conformance-VERSION-linux-ARCH, its .tar.gz and .tar.gz.sha256sum,
 #   cri-nstarget-conformance_X.Y.Z-1_ARCH.deb, cri-nstarget-conformance-X.Y.Z-1.RPMARCH.rpm
 #                                                 the TARGET suite the same way, from `make
@@ -179,6 +184,17 @@ for arch in $arches; do
 done
 cp "$work/image"/cri-nstarget-image-*.tar "$dist/"
 
+# The cluster install as released: deploy/ and the Helm chart with the
+# image's tag, digest and version label written in (the tree's name none),
+# each checked by nstarget-chart against the other as hack/chart's test
+# checks the tree's. The digest is the index's, which `skopeo copy --all`
+# of the .oci.tar keeps in a registry.
+(cd hack/chart && "$GO" build -o ../../bin/nstarget-chart .)
+bin/nstarget-chart --version "$version" --digest "$(cat "$work/image/digest")" --epoch "$SOURCE_DATE_EPOCH" \
+  --out "$work/cluster" >"$work/chart.log" 2>&1 || { cat "$work/chart.log" >&2; die "nstarget-chart failed"; }
+tarball "$work/cluster" "cri-nstarget-deploy-$version.tar.gz" deploy
+cp "$work/cluster"/cri-nstarget-*.tgz "$dist/"
+
 # The release notes: the version's entry, then how to install and check.
 {
   changelog notes
@@ -190,7 +206,7 @@ name). Check what you downloaded first: \`sha256sum -c --ignore-missing SHA256SU
 
 First the pre-flight, with the release's binary (each line ok, warn or fail, and what to do; exit 1
 on a fail): the kernel, cgroups, containerd answering and its version, NRI, the socket, the config,
-the kubelet's endpoint. The packages print it too when they install.
+the kubelet's endpoint and version. The packages print it too when they install.
 \`\`\`sh
 install -m 0755 cri-nstarget-$version-linux-amd64 /tmp/cri-nstarget && /tmp/cri-nstarget check
 \`\`\`
@@ -216,8 +232,12 @@ nstarget-conformance --help
 
 A cluster's nodes, from a DaemonSet (cluster-install.md): push the image
 \`cri-nstarget-image-$version.oci.tar\` (every architecture; \`cri-nstarget-image-$version-linux-amd64.tar\`
-is one in \`docker save\`'s format) to your registry, name it in deploy/install/kustomization.yaml,
-label the nodes \`cri-nstarget.io/install=true\`, then \`kubectl apply -k deploy/\`.
+is one in \`docker save\`'s format) to your registry with \`skopeo copy --all\`, which keeps its digest,
+label the nodes \`cri-nstarget.io/install=true\`, then either unpack
+\`cri-nstarget-deploy-$version.tar.gz\`, set your registry's name as \`newName\` in
+deploy/install/kustomization.yaml and \`kubectl apply -k deploy/\`, or with Helm:
+\`helm install cri-nstarget cri-nstarget-${version#v}.tgz --set image.repository=REGISTRY/cri-nstarget\`.
+Both name the image by its tag and digest: it is pulled by the digest.
 
 ## Checksums
 \`SHA256SUMS\` lists every file of the release, these notes included; each tarball also has its

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cri-nstarget/cri-nstarget/installer/kubelet"
 	"github.com/cri-nstarget/cri-nstarget/installer/slots"
@@ -51,6 +53,16 @@ type node struct {
 	containerdDown  bool   // containerd.service not active
 	runtimeName     string // CRI Version's name; default containerd
 	notReadyViaShim bool   // the node is never Ready through the shim
+	apiDown         bool   // the apiserver answers nothing (the Node, the Leases)
+	smokeFails      bool   // the shim cannot create containers
+	shimBroken      bool   // no shim binary is healthy here (its state dir, say)
+	onSmoke         func() // called as a smoke test runs (mu not held)
+	smokes          int
+	// the host's guard: the timer's units as started (nil: not loaded),
+	// whether it fired, and its own timer when it fires by itself
+	guard      *Timer
+	guardFired bool
+	guardClock *time.Timer
 	// Node
 	labels map[string]string
 	events []string
@@ -62,6 +74,14 @@ type node struct {
 	// broken is the first time the kubelet pointed at a socket nothing
 	// served, seen at a point of the installer.
 	broken string
+	// restartWindow accepts the one window an upgrade cannot close: a new
+	// binary that answered its trial and then failed under the unit leaves
+	// the socket unserved until the one before is restarted (upgrade:
+	// points only). Set by the test of that case alone.
+	restartWindow bool
+	// bothFail accepts the window of an upgrade whose new and previous
+	// binaries both fail, until the kubelet is back on its own endpoint.
+	bothFail bool
 }
 
 const shimSocket = "unix:///run/cri-nstarget/cri.sock"
@@ -71,6 +91,21 @@ func newNode(t *testing.T, fixture string) *node {
 	t.Helper()
 	n := &node{t: t, root: t.TempDir(), leases: fake.NewClientset(), labels: map[string]string{},
 		created: map[string]bool{}, mounts: map[string]bool{}, jobs: map[string]int{}, runtimeName: "containerd"}
+	n.leases.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.apiDown {
+			return true, nil, errApiserverDown
+		}
+		return false, nil, nil
+	})
+	t.Cleanup(func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.guardClock != nil {
+			n.guardClock.Stop()
+		}
+	})
 	src := filepath.Join("kubelet", "testdata", fixture)
 	if err := os.CopyFS(n.root, os.DirFS(filepath.Join(src, "root"))); err != nil {
 		t.Fatal(err)
@@ -137,7 +172,7 @@ func (n *node) startKubelet() {
 
 func (n *node) shimHealthy() bool {
 	b, err := os.ReadFile(filepath.Join(n.root, "usr/local/bin/cri-nstarget"))
-	return n.shimActive && err == nil && !bytes.Contains(b, []byte("BAD"))
+	return n.shimActive && err == nil && !bytes.Contains(b, []byte("BAD")) && !n.shimBroken
 }
 
 // serves says whether the kubelet's endpoint answers.
@@ -159,6 +194,11 @@ func (n *node) Unit(_ context.Context, name string) (Unit, error) {
 			return Unit{LoadState: "loaded", ActiveState: "failed"}, nil
 		}
 		return Unit{LoadState: "loaded", ActiveState: "active", MainPID: 7}, nil
+	case GuardTimer:
+		if n.guard == nil {
+			return Unit{LoadState: "not-found", ActiveState: "inactive"}, nil
+		}
+		return Unit{LoadState: "loaded", ActiveState: "active"}, nil
 	case UnitName:
 		if !n.shimLoaded {
 			if _, err := os.Stat(filepath.Join(n.root, "usr/lib/systemd/system", UnitName)); err == nil {
@@ -183,6 +223,15 @@ func (n *node) job(verb, name string) error {
 	case "kubelet.service":
 		if verb == "restart" {
 			n.startKubelet()
+		}
+		return nil
+	case GuardTimer:
+		if n.guard == nil || verb != "stop" {
+			return fmt.Errorf("unit %s not loaded", name)
+		}
+		n.guard = nil // stopped: unloaded, as a transient unit is
+		if n.guardClock != nil {
+			n.guardClock.Stop()
 		}
 		return nil
 	case UnitName:
@@ -210,6 +259,75 @@ func (n *node) job(verb, name string) error {
 func (n *node) Start(_ context.Context, name string) error   { return n.job("start", name) }
 func (n *node) Restart(_ context.Context, name string) error { return n.job("restart", name) }
 func (n *node) Stop(_ context.Context, name string) error    { return n.job("stop", name) }
+
+// StartTimer loads the guard's timer as systemd does a transient unit: an
+// error when one of the name is loaded; it fires by itself after t.After.
+func (n *node) StartTimer(_ context.Context, t Timer) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.jobs["start "+t.Name]++
+	if t.Name != GuardTimer || t.Service != GuardService {
+		return fmt.Errorf("unexpected timer %s/%s", t.Name, t.Service)
+	}
+	if n.guard != nil {
+		return fmt.Errorf("unit %s was already loaded or has a fragment file", t.Name)
+	}
+	n.guard = &t
+	armed := &t
+	n.guardClock = time.AfterFunc(t.After, func() { n.fireGuard(armed) })
+	return nil
+}
+
+func (n *node) ResetFailed(_ context.Context, name string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.jobs["reset-failed "+name]++
+	return nil
+}
+
+// fireGuard runs the armed guard's service as systemd would, its commands
+// against the host's root: the installer plays no part. armed, when not
+// nil, is the guard expected (a timer stopped since does not fire).
+func (n *node) fireGuard(armed *Timer) {
+	n.mu.Lock()
+	g := n.guard
+	if g == nil || armed != nil && g != armed {
+		n.mu.Unlock()
+		return
+	}
+	n.guardFired = true
+	n.mu.Unlock()
+	for _, c := range g.Commands {
+		if err := n.runHost(c); err != nil {
+			n.t.Errorf("the guard's %q: %v", c, err)
+			return
+		}
+	}
+}
+
+// runHost runs one of the host binaries the guard may use.
+func (n *node) runHost(c []string) error {
+	host := func(p string) string { return filepath.Join(n.root, p) }
+	switch {
+	case len(c) == 4 && c[0] == "/bin/cp" && c[1] == "-p":
+		b, err := os.ReadFile(host(c[2]))
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(host(c[2]))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(host(c[3]), b, fi.Mode().Perm())
+	case len(c) == 4 && c[0] == "/bin/mv" && c[1] == "-f":
+		return os.Rename(host(c[2]), host(c[3]))
+	case len(c) == 2 && c[0] == "/bin/systemctl" && c[1] == "daemon-reload":
+		return n.Reload(context.Background())
+	case len(c) == 3 && c[0] == "/bin/systemctl" && c[1] == "restart":
+		return n.job("restart", c[2])
+	}
+	return fmt.Errorf("not a command of the guard's: %q", c)
+}
 
 func (n *node) Enable(_ context.Context, name string) error {
 	n.mu.Lock()
@@ -246,6 +364,9 @@ func (n *node) Reload(context.Context) error {
 func (n *node) Ready(context.Context) (bool, time.Time, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.apiDown {
+		return false, time.Time{}, errApiserverDown
+	}
 	hb := n.started.Truncate(time.Second).Add(time.Second)
 	ready := n.serves() && !(n.endpoint == shimSocket && n.notReadyViaShim)
 	return ready, hb, nil
@@ -254,6 +375,9 @@ func (n *node) Ready(context.Context) (bool, time.Time, error) {
 func (n *node) SetState(_ context.Context, state, detail string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.apiDown {
+		return errApiserverDown
+	}
 	if state == "" {
 		delete(n.labels, LabelState)
 	} else {
@@ -265,6 +389,9 @@ func (n *node) SetState(_ context.Context, state, detail string) error {
 func (n *node) Event(_ context.Context, warning bool, reason, message string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.apiDown {
+		return
+	}
 	n.events = append(n.events, reason)
 }
 
@@ -275,6 +402,37 @@ func (n *node) Serving(_ context.Context, socket string) error {
 		return nil
 	}
 	return fmt.Errorf("%s: connection refused", socket)
+}
+
+// Smoke passes through a healthy shim that can create containers, its
+// container in the installer's own pod.
+func (n *node) Smoke(_ context.Context, socket, podUID, image string, command []string) error {
+	if n.onSmoke != nil {
+		n.onSmoke()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.smokes++
+	switch {
+	case socket != filepath.Join(n.root, "/run/cri-nstarget/cri.sock") || image != smokeImage || len(command) == 0 || podUID != ownPod:
+		return fmt.Errorf("smoke test on %s in pod %s with %s %q", socket, podUID, image, command)
+	case !n.shimHealthy():
+		return fmt.Errorf("%s: connection refused", socket)
+	case n.smokeFails:
+		return errors.New("rpc error: code = Unknown desc = failed to create containerd task")
+	}
+	return nil
+}
+
+// ImageOf finds the installer's pod (ownPod) running through the shim,
+// from smokeImage.
+func (n *node) ImageOf(_ context.Context, socket, podUID string) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if podUID != ownPod || socket != filepath.Join(n.root, "/run/cri-nstarget/cri.sock") || !n.shimHealthy() {
+		return "", fmt.Errorf("no running container of pod %s on %s", podUID, socket)
+	}
+	return smokeImage, nil
 }
 
 func (n *node) Runtime(_ context.Context, socket string) (string, string, error) {
@@ -337,9 +495,16 @@ func (n *node) pin(id string, created bool) {
 func (n *node) check(point string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	// An upgrade restarts the shim under the kubelet, which is safe: the
-	// kubelet reconnects.
-	if n.endpoint == shimSocket && !n.shimActive && n.broken == "" && !strings.HasPrefix(point, "upgrade:") {
+	// No step is exempt, an upgrade's neither, but for restartWindow.
+	if n.restartWindow && strings.HasPrefix(point, "upgrade:") {
+		return
+	}
+	// Both shims failed: nothing can serve the shim's socket until the
+	// kubelet's restart onto its own endpoint (its test bounds that window).
+	if n.bothFail {
+		return
+	}
+	if n.endpoint == shimSocket && !n.shimActive && n.broken == "" {
 		n.broken = point
 	}
 }
@@ -351,16 +516,15 @@ func (n *node) installer(version, shim string, at func(point string) bool) *Inst
 	n.t.Helper()
 	log := logrus.New()
 	log.SetOutput(testWriter{n.t})
-	s, err := slots.New(slots.Options{Leases: n.leases.CoordinationV1().Leases("cri-nstarget"), Prefix: "cri-nstarget-install",
-		Count: 1, Holder: "node-a", Retry: 10 * time.Millisecond})
+	s, err := n.slots("node-a")
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	in, err := New(Options{
 		Root: n.root, Version: version, Shim: []byte(shim), UnitTemplate: []byte("[Service]\nExecStart=@BINDIR@/cri-nstarget --config @SYSCONFDIR@/cri-nstarget/config.toml\n"),
-		EventsKubeconfig: []byte("apiVersion: v1\nkind: Config\n"),
-		HealthTimeout:    300 * time.Millisecond, ReadyTimeout: 500 * time.Millisecond, Poll: 20 * time.Millisecond,
-		Systemd: n, Cluster: n, CRI: n, Mounts: n, Slots: s, Log: log,
+		HealthTimeout: 300 * time.Millisecond, ReadyTimeout: 500 * time.Millisecond, Poll: 20 * time.Millisecond,
+		NotReadyGrace: 200 * time.Millisecond, GuardAfter: time.Minute, SmokeImage: smokeImage, PodUID: ownPod,
+		Systemd: n, Cluster: n, CRI: n, Mounts: n, Slots: s, Log: log, Trials: n,
 	})
 	if err != nil {
 		n.t.Fatal(err)
@@ -371,6 +535,18 @@ func (n *node) installer(version, shim string, at func(point string) bool) *Inst
 	}
 	return in
 }
+
+// slots are the cluster's restart slots as holder sees them: one slot,
+// renewed often, expiring after 2s unrenewed.
+func (n *node) slots(holder string) (*slots.Slots, error) {
+	return slots.New(slots.Options{Leases: n.leases.CoordinationV1().Leases("cri-nstarget"), Prefix: "cri-nstarget-install",
+		Count: 1, Holder: holder, Retry: 10 * time.Millisecond, Renew: 10 * time.Millisecond, Duration: 2 * time.Second})
+}
+
+const smokeImage = "registry.example/cri-nstarget:v1"
+
+// ownPod is the installer's pod's uid on the fake node.
+const ownPod = "0b4c5e7e-1111-4a2b-9c3d-5e6f7a8b9c0d"
 
 type testWriter struct{ t *testing.T }
 
@@ -408,3 +584,7 @@ func (n *node) tree() map[string]string {
 	}
 	return out
 }
+
+// errApiserverDown is what the fake apiserver answers while down: no
+// answer, as package cluster tells it apart (ErrUnreachable).
+var errApiserverDown = fmt.Errorf("the apiserver: connection refused: %w", ErrUnreachable)

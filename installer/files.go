@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/cri-nstarget/cri-nstarget/installer/hostfs"
+	"github.com/cri-nstarget/cri-nstarget/installer/kubelet"
 )
 
 // writeFile writes data to the host's path (under root) atomically: a
@@ -122,4 +124,18 @@ func missingDirs(root, dir string) []string {
 		out = append([]string{d}, out...)
 	}
 	return out
+}
+
+// eventsKubeconfig is the kubeconfig the shim posts its Events with: the
+// kubelet's own (its --kubeconfig), whose identity, system:node:NAME, the
+// Node authorizer lets read only the pods bound to this node, and create
+// events; it is the kubelet's to renew (its client certificate rotates).
+// No token is copied onto the node. "" (Events off) when the kubelet has no
+// kubeconfig (a standalone kubelet) or a relative one.
+func eventsKubeconfig(kubeletArgv []string) string {
+	p, ok := kubelet.FlagValue(kubeletArgv, "--kubeconfig")
+	if !ok || !path.IsAbs(p) {
+		return ""
+	}
+	return path.Clean(p)
 }

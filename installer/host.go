@@ -21,6 +21,27 @@ type Systemd interface {
 	Disable(ctx context.Context, name string) error
 	// Reload is daemon-reload.
 	Reload(ctx context.Context) error
+	// StartTimer starts t's timer, made with its service as transient
+	// units; an error when a unit of either name is loaded.
+	StartTimer(ctx context.Context, t Timer) error
+	// ResetFailed is systemctl reset-failed; nothing for a unit not
+	// loaded.
+	ResetFailed(ctx context.Context, name string) error
+}
+
+// Timer is a transient timer and the oneshot service it starts, made
+// through systemd's D-Bus API: nothing of it is written on the host, and
+// it is gone at the next boot.
+type Timer struct {
+	// Name is the timer's unit, Service the service's (the same name,
+	// .service).
+	Name, Service string
+	Description   string
+	// After is when it fires, from its start.
+	After time.Duration
+	// Commands are the service's ExecStart, run in order: each a host
+	// binary's absolute path and its arguments.
+	Commands [][]string
 }
 
 // Unit is what systemd says of a unit.
@@ -54,6 +75,12 @@ type CRI interface {
 	// Created lists the ids of the containers in state CREATED: those
 	// whose pins are still to be joined when they start.
 	Created(ctx context.Context, socket string) (map[string]bool, error)
+	// ImageOf is the image of a running container of the pod podUID.
+	ImageOf(ctx context.Context, socket, podUID string) (string, error)
+	// Smoke runs command of image (present on the node) in a new pod
+	// sandbox through the socket, waits for it to exit 0, and removes the
+	// container and the sandbox.
+	Smoke(ctx context.Context, socket, podUID, image string, command []string) error
 }
 
 // Mounts are the host's mounts (its mount namespace, not the pod's).

@@ -71,9 +71,7 @@ func (in *Installer) inspect(ctx context.Context, st State) (plan, error) {
 			return plan{}, refusef("the kubelet's runtime endpoint %s: want a unix socket", l.Endpoint)
 		}
 		cfg.RuntimeEndpoint, cfg.ContainerdAddress = l.Endpoint, sock
-		if len(in.o.EventsKubeconfig) > 0 {
-			cfg.EventsKubeconfig = KubeconfigPath
-		}
+		cfg.EventsKubeconfig = eventsKubeconfig(kn.Argv)
 		if p.config, err = cfg.Marshal(); err != nil {
 			return plan{}, err
 		}

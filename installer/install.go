@@ -35,11 +35,17 @@ func (in *Installer) Install(ctx context.Context) error {
 		return in.keep(ctx, st)
 	case PhaseRolledBack:
 		if st.Failed == in.shimSHA {
-			in.label(ctx, StateRolledBack, st.Reason)
-			return &Failure{StateRolledBack, "this version was rolled back on this node before, and is not tried again: " + st.Reason}
+			msg := fmt.Sprintf("cri-nstarget %s was rolled back on this node before, and is not tried again: %s", in.o.Version, st.Reason)
+			in.label(ctx, StateRolledBack, msg)
+			in.o.Cluster.Event(ctx, true, "RolledBack", msg)
+			return &Failure{StateRolledBack, msg}
 		}
 		in.o.Log.WithField("before", st.Reason).Info("an earlier version was rolled back here; installing this one")
 		st = State{}
+	case PhaseFiles, PhaseShim, PhaseKubelet, PhaseKubeletRestarted:
+		if st.ShimSHA != in.shimSHA {
+			return in.resumeOther(ctx, st)
+		}
 	}
 	return in.install(ctx, st)
 }
@@ -103,9 +109,6 @@ func (in *Installer) writeFiles(ctx context.Context, st *State, cfg []byte) erro
 		mode uint32
 	}
 	files := []file{{in.binPath(), in.o.Shim, 0o755}, {UnitPath, in.unit, 0o644}}
-	if len(in.o.EventsKubeconfig) > 0 {
-		files = append(files, file{KubeconfigPath, in.o.EventsKubeconfig, 0o600})
-	}
 	if cfg != nil {
 		files = append(files, file{ConfigPath, cfg, 0o644})
 	}
@@ -163,16 +166,20 @@ func (in *Installer) ensureShim(ctx context.Context, st State) error {
 	return nil
 }
 
-// switchKubelet points the kubelet at the shim under a restart slot, and
-// waits for the node to be Ready through it; from the state's phase on.
+// switchKubelet points the kubelet at the shim under a restart slot, the
+// host's guard armed before each restart, and waits for the node to be
+// Ready through it and the smoke test to pass; from the state's phase on.
 func (in *Installer) switchKubelet(ctx context.Context, st State) error {
-	if err := in.slot(ctx); err != nil {
-		return err
+	// A restart onto the shim waits for a slot, as long as ctx lets it;
+	// a kubelet restarted already is confirmed or rolled back without one.
+	if st.Phase == PhaseShim || st.Phase == PhaseKubelet {
+		if in.o.PodUID == "" {
+			return errNoSmokePod
+		}
+		if err := in.slot(ctx); err != nil {
+			return err
+		}
 	}
-	// From here on the kubelet is being changed: ctx's end (SIGTERM) no
-	// longer stops the installer, which finishes or rolls back within its
-	// bounds.
-	ctx = context.WithoutCancel(ctx)
 	if st.Phase == PhaseShim {
 		u, err := in.o.Systemd.Unit(ctx, in.o.KubeletUnit)
 		if err != nil {
@@ -183,52 +190,138 @@ func (in *Installer) switchKubelet(ctx context.Context, st State) error {
 			return err
 		}
 	}
+	// From here on the kubelet is being changed: ctx's end (SIGTERM) no
+	// longer stops the installer, which finishes or rolls back within its
+	// bounds.
 	if st.Phase == PhaseKubelet {
-		if err := in.applyEdit(ctx, *st.Kubelet); err != nil {
-			return in.rollBack(ctx, st, err)
-		}
-		now := time.Now()
-		st.Phase, st.RestartedAt, st.Deadline = PhaseKubeletRestarted, now, now.Add(in.o.ReadyTimeout)
-		if err := in.save(st); err != nil {
+		if err := in.restartOnShim(context.WithoutCancel(ctx), &st); err != nil {
 			return err
 		}
-		if err := in.o.Systemd.Restart(ctx, in.o.KubeletUnit); err != nil {
-			return in.rollBack(ctx, st, fmt.Errorf("restart %s: %w", in.o.KubeletUnit, err))
-		}
-		if err := in.at("kubelet:restarted"); err != nil {
-			return err
-		}
-	} else if u, err := in.o.Systemd.Unit(ctx, in.o.KubeletUnit); err != nil {
+	} else if err := in.resumeRestarted(ctx, &st); err != nil {
 		return err
-	} else if u.MainPID == st.KubeletPID {
-		// Killed before the restart was asked: ask it now.
-		in.o.Log.Info("resuming: the kubelet was not restarted yet")
-		st.RestartedAt = time.Now()
-		if err := in.save(st); err != nil {
-			return err
-		}
-		if err := in.o.Systemd.Restart(ctx, in.o.KubeletUnit); err != nil {
-			return in.rollBack(ctx, st, fmt.Errorf("restart %s: %w", in.o.KubeletUnit, err))
-		}
-	} else {
-		in.o.Log.WithField("since", st.RestartedAt).Info("resuming: the kubelet was restarted; waiting for the node to be Ready through the shim")
 	}
+	return in.confirm(context.WithoutCancel(ctx), st)
+}
 
-	err := in.waitFor(ctx, st.Deadline, func(ctx context.Context) error {
-		return in.kubeletReady(ctx, st.KubeletPID, st.RestartedAt, func(ep string) bool { return ep == st.Kubelet.To })
-	})
+// restartOnShim arms the guard, writes the kubelet's edit and restarts the
+// kubelet, once the slot is known to be still held.
+func (in *Installer) restartOnShim(ctx context.Context, st *State) error {
+	if err := in.slot(ctx); err != nil {
+		return err
+	}
+	if err := in.armGuard(ctx, *st.Kubelet); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	if err := in.applyEdit(ctx, *st.Kubelet); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	now := time.Now()
+	st.Phase, st.RestartedAt, st.Deadline = PhaseKubeletRestarted, now, now.Add(in.o.ReadyTimeout)
+	if err := in.save(*st); err != nil {
+		return err
+	}
+	if err := in.o.Systemd.Restart(ctx, in.o.KubeletUnit); err != nil {
+		return in.rollBack(ctx, *st, fmt.Errorf("restart %s: %w", in.o.KubeletUnit, err))
+	}
+	return in.at("kubelet:restarted")
+}
+
+// resumeRestarted resumes after the kubelet's restart was recorded: a
+// kubelet not restarted yet is (under a slot, waited for as ctx lets it,
+// the guard armed again first); one that was is confirmed under the guard
+// armed before it, without a slot.
+func (in *Installer) resumeRestarted(ctx context.Context, st *State) error {
+	u, err := in.o.Systemd.Unit(ctx, in.o.KubeletUnit)
 	if err != nil {
-		return in.rollBack(ctx, st, fmt.Errorf("the node was not Ready through the shim within %s of the kubelet's restart: %w", in.o.ReadyTimeout, err))
+		return err
+	}
+	if u.MainPID != st.KubeletPID {
+		in.o.Log.WithField("since", st.RestartedAt).Info("resuming: the kubelet was restarted; waiting for the node to be Ready through the shim")
+		in.trySlot(ctx)
+		return nil
+	}
+	// Killed before the restart was asked: ask it now, under a slot.
+	in.o.Log.Info("resuming: the kubelet was not restarted yet")
+	if err := in.slot(ctx); err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := in.armGuard(ctx, *st.Kubelet); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	now := time.Now()
+	st.RestartedAt, st.Deadline = now, now.Add(in.o.ReadyTimeout)
+	if err := in.save(*st); err != nil {
+		return err
+	}
+	if err := in.o.Systemd.Restart(ctx, in.o.KubeletUnit); err != nil {
+		return in.rollBack(ctx, *st, fmt.Errorf("restart %s: %w", in.o.KubeletUnit, err))
+	}
+	return nil
+}
+
+// confirm waits for the node to be Ready through the shim, runs the smoke
+// test, and disarms the guard: then the node is installed, and the slot
+// given back. Anything else rolls back.
+func (in *Installer) confirm(ctx context.Context, st State) error {
+	if err := in.waitThroughShim(ctx, st); err != nil {
+		return in.rollBack(ctx, st, err)
+	}
+	if err := in.smoke(ctx, st); err != nil {
+		return in.rollBack(ctx, st, err)
+	}
+	fired, err := in.disarmGuard(ctx, *st.Kubelet)
+	if err == nil && fired {
+		err = fmt.Errorf("the host's guard put %s back (%s after it was armed) before the install was confirmed", st.Kubelet.Path, in.o.GuardAfter)
+	}
+	if err != nil {
+		return in.rollBack(ctx, st, err)
 	}
 	st.Phase = PhaseDone
 	if err := in.save(st); err != nil {
 		return err
 	}
 	in.releaseSlot(ctx)
-	msg := fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s (was %s; set in %s)", st.Version, st.Kubelet.To, st.Kubelet.From, st.Kubelet.Path)
+	msg := fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s (was %s; set in %s); a pod sandbox was run and removed, and a container run to exit 0 in this installer's pod, through it", st.Version, st.Kubelet.To, st.Kubelet.From, st.Kubelet.Path)
 	in.o.Log.Info(msg)
 	in.label(ctx, StateInstalled, msg)
 	in.o.Cluster.Event(ctx, false, "Installed", msg)
+	return nil
+}
+
+// waitThroughShim waits until the restarted kubelet has the node Ready
+// through the shim, until the state's deadline; it ends at once when the
+// kubelet reported the node NotReady for NotReadyGrace, or the guard put
+// the kubelet's file back. The apiserver out of reach is waited out (until
+// the deadline). A slot lost meanwhile is told, not acted on: the kubelet
+// has restarted already.
+func (in *Installer) waitThroughShim(ctx context.Context, st State) error {
+	var notReadySince time.Time
+	warned := false
+	err := in.waitKnown(ctx, st.Deadline, func(ctx context.Context) error {
+		if in.guardFired(*st.Kubelet) {
+			return stopWait{fmt.Errorf("the host's guard put %s back before the node was Ready through the shim", st.Kubelet.Path)}
+		}
+		if lost := in.slotLost(); lost != nil && !warned {
+			warned = true
+			in.o.Log.WithError(lost).Warn("the restart slot was lost while the kubelet restarts: another node may restart its own now")
+		}
+		err := in.kubeletReady(ctx, st.KubeletPID, st.RestartedAt, func(ep string) bool { return ep == st.Kubelet.To })
+		if !errors.Is(err, errNotReady) {
+			notReadySince = time.Time{}
+			return err
+		}
+		if notReadySince.IsZero() {
+			notReadySince = time.Now()
+		}
+		if d := time.Since(notReadySince); d >= in.o.NotReadyGrace {
+			return stopWait{fmt.Errorf("the kubelet reported the node NotReady through the shim for %s", d.Round(10*time.Millisecond))}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("the node was not Ready through the shim (within %s of the kubelet's restart): %w", in.o.ReadyTimeout, err)
+	}
 	return nil
 }
 
@@ -284,11 +377,23 @@ func (in *Installer) kubeletReady(ctx context.Context, oldPID int, since time.Ti
 	ready, heartbeat, err := in.o.Cluster.Ready(ctx)
 	switch {
 	case err != nil:
-		return err
+		return apiError{err}
 	case !heartbeat.After(since.Truncate(time.Second)):
 		return fmt.Errorf("the kubelet has reported no status since its restart (last %s)", heartbeat.Format(time.RFC3339))
 	case !ready:
-		return errors.New("the node is not Ready")
+		return errNotReady
 	}
 	return nil
 }
+
+// errNotReady: the kubelet restarted reported the node NotReady.
+var errNotReady = errors.New("the node is not Ready")
+
+// apiError: the apiserver did not answer.
+type apiError struct{ error }
+
+func (e apiError) Unwrap() error { return e.error }
+
+// errNoSmokePod: the kubelet is not switched without a smoke test to
+// confirm it.
+var errNoSmokePod = errors.New("no pod for the smoke test through the shim (--pod-uid, $POD_UID: its container runs in the installer's own pod, of the pod's image unless --smoke-image): the kubelet is not switched without it")

@@ -26,19 +26,36 @@ type Options struct {
 	UnitTemplate []byte
 	// BinDir is where the binary goes on the host; default /usr/local/bin.
 	BinDir string
-	// EventsKubeconfig, when set, is written to KubeconfigPath, and a
-	// config this installer writes names it as events_kubeconfig: the
-	// shim's Events go out under an identity of their own.
-	EventsKubeconfig []byte
 	// KubeletUnit and ContainerdUnit: default kubelet.service and
 	// containerd.service.
 	KubeletUnit    string
 	ContainerdUnit string
 	// HealthTimeout bounds the wait for the shim's health once its unit
 	// was started (default 2m); ReadyTimeout the wait for the node to be
-	// Ready after a kubelet restart (default 5m).
+	// Ready after a kubelet restart (default 90s: well under the 300s
+	// after which a NotReady node's pods are evicted by default).
 	HealthTimeout time.Duration
 	ReadyTimeout  time.Duration
+	// NotReadyGrace: the kubelet restarted onto the shim reporting the
+	// node NotReady for this long ends the wait at once (default 20s).
+	NotReadyGrace time.Duration
+	// GuardAfter is when the host's guard, armed before each restart of
+	// the kubelet onto the shim, puts the kubelet's file back and restarts
+	// it unless the install disarmed it (default 2m; more than
+	// ReadyTimeout).
+	GuardAfter time.Duration
+	// The smoke test through the shim, before the node is installed,
+	// within SmokeTimeout (default 30s): a pod sandbox of its own run and
+	// removed, and SmokeCommand (default: cri-nstarget-install's version)
+	// run to exit 0 in a container in the sandbox of this installer's own
+	// pod (PodUID: the node's kubelet kills the sandboxes of pods it does
+	// not know), of SmokeImage, an image on the node, or else of the pod's
+	// own (its running container as the runtime lists it). Without PodUID
+	// the kubelet is not switched (Remove needs none).
+	SmokeImage   string
+	PodUID       string
+	SmokeCommand []string
+	SmokeTimeout time.Duration
 	// Poll is how often those waits look; default 1s.
 	Poll time.Duration
 
@@ -48,6 +65,9 @@ type Options struct {
 	Mounts  Mounts
 	Slots   Slots
 	Log     logrus.FieldLogger
+	// Trials runs an upgrade's new binary beside the shim serving, before
+	// the shim is restarted onto it.
+	Trials Trials
 }
 
 // Installer installs, upgrades and removes cri-nstarget on one node.
@@ -81,6 +101,9 @@ func New(o Options) (*Installer, error) {
 	if o.Systemd == nil || o.Cluster == nil || o.CRI == nil || o.Mounts == nil || o.Slots == nil || o.Log == nil {
 		return nil, errors.New("installer: Systemd, Cluster, CRI, Mounts, Slots and Log are required")
 	}
+	if o.Trials == nil {
+		return nil, errors.New("installer: Trials is required")
+	}
 	if o.BinDir == "" {
 		o.BinDir = "/usr/local/bin"
 	}
@@ -96,8 +119,8 @@ func New(o Options) (*Installer, error) {
 	if o.HealthTimeout <= 0 {
 		o.HealthTimeout = 2 * time.Minute
 	}
-	if o.ReadyTimeout <= 0 {
-		o.ReadyTimeout = 5 * time.Minute
+	if err := defaultBounds(&o); err != nil {
+		return nil, err
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second
@@ -105,6 +128,29 @@ func New(o Options) (*Installer, error) {
 	in := &Installer{o: o, shimSHA: sha(o.Shim)}
 	in.unit = renderUnit(o.UnitTemplate, o.BinDir)
 	return in, nil
+}
+
+// defaultBounds fills the waits' bounds and the smoke test's defaults.
+func defaultBounds(o *Options) error {
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 90 * time.Second
+	}
+	if o.NotReadyGrace <= 0 {
+		o.NotReadyGrace = 20 * time.Second
+	}
+	if o.GuardAfter <= 0 {
+		o.GuardAfter = 2 * time.Minute
+	}
+	if o.GuardAfter <= o.ReadyTimeout {
+		return fmt.Errorf("installer: the guard's %s must be more than the ready timeout %s", o.GuardAfter, o.ReadyTimeout)
+	}
+	if o.SmokeTimeout <= 0 {
+		o.SmokeTimeout = 30 * time.Second
+	}
+	if len(o.SmokeCommand) == 0 {
+		o.SmokeCommand = []string{"/usr/local/bin/cri-nstarget-install", "version"}
+	}
+	return nil
 }
 
 // renderUnit fills systemd/cri-nstarget.service.in as `make install` does.
@@ -155,9 +201,14 @@ func socketPath(endpoint string) (string, error) {
 }
 
 // slot holds a restart slot: the one this installer holds, or a new one.
-// Waiting for it follows ctx.
+// Waiting for it follows ctx. A slot held but lost (slots.Held.Lost) is
+// given up, and is an error: the kubelet is not to be touched under it.
 func (in *Installer) slot(ctx context.Context) error {
 	if in.held != nil {
+		if err := in.held.Lost(); err != nil {
+			in.releaseSlot(ctx)
+			return fmt.Errorf("the kubelet restart slot was lost, so the kubelet was not touched (retried when the installer starts again): %w", err)
+		}
 		return nil
 	}
 	h, err := in.o.Slots.Acquire(ctx)
@@ -167,6 +218,28 @@ func (in *Installer) slot(ctx context.Context) error {
 	in.held = h
 	in.o.Log.WithField("lease", h.Name).Info("holding a kubelet restart slot")
 	return nil
+}
+
+// trySlot takes this node's slot back (or a free one) if it can within
+// five Polls, and goes on without one otherwise: for a kubelet restarted
+// already, whose confirmation or restore never waits for a slot.
+func (in *Installer) trySlot(ctx context.Context) {
+	if in.held != nil {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*in.o.Poll)
+	defer cancel()
+	if err := in.slot(tctx); err != nil {
+		in.o.Log.WithError(err).Info("going on without a restart slot: the kubelet was restarted already")
+	}
+}
+
+// slotLost is why the slot held may be lost, or nil.
+func (in *Installer) slotLost() error {
+	if in.held == nil {
+		return nil
+	}
+	return in.held.Lost()
 }
 
 func (in *Installer) releaseSlot(ctx context.Context) {
@@ -188,13 +261,22 @@ func (in *Installer) Close() {
 	}
 }
 
+// stopWait is an error of waitFor's check that ends the wait at once.
+type stopWait struct{ error }
+
+func (s stopWait) Unwrap() error { return s.error }
+
 // waitFor calls check every Poll until it succeeds or deadline passes, and
-// returns its last error.
+// returns its last error; a stopWait ends it at once.
 func (in *Installer) waitFor(ctx context.Context, deadline time.Time, check func(context.Context) error) error {
 	for {
 		err := check(ctx)
 		if err == nil {
 			return nil
+		}
+		var stop stopWait
+		if errors.As(err, &stop) {
+			return stop.error
 		}
 		if !time.Now().Before(deadline) {
 			return err

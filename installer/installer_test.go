@@ -120,7 +120,7 @@ func TestLifecycle(t *testing.T) {
 				t.Errorf("label %q, event %q, enabled %v, kubelet restarts %d", n.label(), n.lastEvent(), n.shimEnabled, n.count("restart kubelet.service"))
 			}
 			cfg, err := os.ReadFile(filepath.Join(n.root, ConfigPath))
-			if err != nil || !strings.Contains(string(cfg), "runtime_endpoint = '"+l.from+"'") || !strings.Contains(string(cfg), "events_kubeconfig = '"+KubeconfigPath+"'") {
+			if err != nil || !strings.Contains(string(cfg), "runtime_endpoint = '"+l.from+"'") || !strings.Contains(string(cfg), "events_kubeconfig = '/etc/kubernetes/kubelet.conf'") {
 				t.Errorf("config (%v):\n%s", err, cfg)
 			}
 

@@ -47,8 +47,8 @@ func scenarios() []scenario {
 				t.Fatal(err)
 			}
 			n.wantOn(shimSocket)
-			if st := n.state(); st.Phase != PhaseDone || n.label() != StateInstalled {
-				t.Errorf("phase %s, label %s", st.Phase, n.label())
+			if st := n.state(); st.Phase != PhaseDone || n.label() != StateInstalled || n.guardLoaded() || hasKey(n.tree(), guardCopy[1:]) {
+				t.Errorf("phase %s, label %s, guard loaded %v", st.Phase, n.label(), n.guardLoaded())
 			}
 		}},
 		{name: "install, the shim not healthy", run: install("bad", shimBad), check: func(t *testing.T, n *node, err error) {
@@ -64,6 +64,14 @@ func scenarios() []scenario {
 				n.wantOn(containerd)
 				if n.shimLoaded || n.shimActive {
 					t.Errorf("shim loaded %v active %v", n.shimLoaded, n.shimActive)
+				}
+			}},
+		{name: "install, the smoke test fails", setup: func(n *node) { n.smokeFails = true }, run: install("v1", shimV1),
+			check: func(t *testing.T, n *node, err error) {
+				wantFailure(t, err, StateRolledBack)
+				n.wantOn(containerd)
+				if n.shimLoaded || n.guardLoaded() || hasKey(n.tree(), guardCopy[1:]) {
+					t.Errorf("shim loaded %v, guard loaded %v", n.shimLoaded, n.guardLoaded())
 				}
 			}},
 		{name: "upgrade", setup: installed, run: install("v2", shimV2), check: func(t *testing.T, n *node, err error) {
@@ -102,8 +110,8 @@ func scenarios() []scenario {
 // TestKilledAnywhere: for each scenario, the installer is killed at each
 // point of its run in turn (each save of its state, each file written, each
 // job), and started again; the node ends as after a run never killed. At
-// every point, the kubelet points at nothing that does not serve (but for
-// the shim's own restart in an upgrade).
+// every point, the kubelet points at nothing that does not serve, in an
+// upgrade too.
 func TestKilledAnywhere(t *testing.T) {
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {

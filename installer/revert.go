@@ -36,7 +36,10 @@ func (in *Installer) rollBack(ctx context.Context, st State, cause error) error 
 		if errors.Is(err, errCrash) {
 			return err
 		}
-		msg := fmt.Sprintf("cri-nstarget %s failed (%s), and rolling back failed too: %v", in.o.Version, reason, err)
+		// A node that needs a person does not keep its slot: no other
+		// node's restart waits for it.
+		in.releaseSlot(ctx)
+		msg := fmt.Sprintf("cri-nstarget %s failed (%s), and rolling back failed too: %v", st.Version, reason, err)
 		in.o.Log.Error(msg)
 		in.label(ctx, StateFailed, msg)
 		in.o.Cluster.Event(ctx, true, "RollbackFailed", msg)
@@ -46,16 +49,17 @@ func (in *Installer) rollBack(ctx context.Context, st State, cause error) error 
 	if err := in.save(st); err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("cri-nstarget %s rolled back: %s; the kubelet is on its own runtime endpoint again, and the shim's files are removed", in.o.Version, reason)
+	in.releaseSlot(ctx)
+	msg := fmt.Sprintf("cri-nstarget %s rolled back: %s; the kubelet is on its own runtime endpoint again, and the shim's files are removed", st.Version, reason)
 	in.label(ctx, StateRolledBack, msg)
 	in.o.Cluster.Event(ctx, true, "RolledBack", msg)
 	return &Failure{StateRolledBack, reason}
 }
 
 // revert puts the node back as it was before the install: the kubelet on
-// its own endpoint and Ready first, then the shim stopped and its files,
-// and the pins nothing will join, removed. Each step is recorded in st
-// before the next.
+// its own endpoint and Ready first (the host's guard armed meanwhile, then
+// disarmed), then the shim stopped and its files, and the pins nothing will
+// join, removed. Each step is recorded in st before the next.
 func (in *Installer) revert(ctx context.Context, st *State) error {
 	if st.KubeletEdited && !st.KubeletRestored {
 		if err := in.restoreKubelet(ctx, st); err != nil {
@@ -66,12 +70,22 @@ func (in *Installer) revert(ctx context.Context, st *State) error {
 			return err
 		}
 	}
+	if err := in.stopGuard(ctx, false); err != nil {
+		return err
+	}
+	if err := removeHost(in.o.Root, guardCopy); err != nil {
+		return err
+	}
 	in.releaseSlot(ctx)
 	return in.removeShim(ctx, st)
 }
 
-// restoreKubelet points the kubelet back at st.Kubelet.From, restarts it
-// under a slot, and waits until it is Ready off the shim.
+// restoreKubelet points the kubelet back at st.Kubelet.From, restarts it,
+// and waits until it is Ready off the shim. It never waits for a restart
+// slot: a restore takes the node back to where it was, and a slot held
+// elsewhere (or a node that failed with one) must not keep a kubelet on a
+// socket that may not serve. The apiserver out of reach does not fail it:
+// the kubelet's endpoint and process are the host's to see.
 func (in *Installer) restoreKubelet(ctx context.Context, st *State) error {
 	e := *st.Kubelet
 	cur, ok, err := readHost(in.o.Root, e.Path)
@@ -93,9 +107,6 @@ func (in *Installer) restoreKubelet(ctx context.Context, st *State) error {
 	}
 	if !changed && u.MainPID == st.KubeletPID && st.KubeletPID != 0 {
 		return nil // the kubelet that runs never read the edit
-	}
-	if err := in.slot(ctx); err != nil {
-		return err
 	}
 	if changed {
 		mode, err := fileMode(in.o.Root, e.Path)
@@ -121,9 +132,17 @@ func (in *Installer) restoreKubelet(ctx context.Context, st *State) error {
 	if err := in.at("kubelet:restarted-back"); err != nil {
 		return err
 	}
+	// The kubelet is on its own endpoint: the apiserver's word on Ready is
+	// a confirmation only, so its absence is not waited out (waitFor, not
+	// waitKnown): at the ReadyTimeout the rollback goes on, and says so.
 	err = in.waitFor(ctx, time.Now().Add(in.o.ReadyTimeout), func(ctx context.Context) error {
 		return in.kubeletReady(ctx, u.MainPID, since, func(ep string) bool { return ep != e.To })
 	})
+	var api apiError
+	if errors.As(err, &api) {
+		in.o.Log.WithError(err).Warn("the kubelet runs on its own runtime endpoint again; the apiserver did not say whether the node is Ready")
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("the node was not Ready on %s within %s of the kubelet's restart: %w", e.From, in.o.ReadyTimeout, err)
 	}
@@ -221,20 +240,8 @@ func (in *Installer) unpin(ctx context.Context, st *State) error {
 			}
 		}
 	}
-	// Files of pins no longer mounted: each directory goes once nothing
-	// is mounted below it (Under, again, says so).
-	entries, _ := os.ReadDir(in.hostPath(pins))
-	for _, e := range entries {
-		if created[e.Name()] && len(byID[e.Name()]) > 0 {
-			continue
-		}
-		dir := path.Join(pins, e.Name())
-		if left, err := in.o.Mounts.Under(dir); err != nil || len(left) > 0 {
-			return fmt.Errorf("still mounted under %s: %v %v", dir, left, err)
-		}
-		if err := os.RemoveAll(in.hostPath(dir)); err != nil {
-			return fmt.Errorf("remove %s: %w", dir, err)
-		}
+	if err := in.removePinFiles(pins, func(id string) bool { return created[id] && len(byID[id]) > 0 }); err != nil {
+		return err
 	}
 	if kept > 0 {
 		in.o.Log.WithField("containers", kept).Info("pins kept for containers still to start; a reboot clears them")
@@ -245,6 +252,26 @@ func (in *Installer) unpin(ctx context.Context, st *State) error {
 	}
 	if err := os.RemoveAll(in.hostPath(st.ShimRun)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", st.ShimRun, err)
+	}
+	return nil
+}
+
+// removePinFiles removes the files of the pins no longer mounted but
+// those kept: each directory goes once nothing is mounted below it
+// (Under, again, says so).
+func (in *Installer) removePinFiles(pins string, kept func(id string) bool) error {
+	entries, _ := os.ReadDir(in.hostPath(pins))
+	for _, e := range entries {
+		if kept(e.Name()) {
+			continue
+		}
+		dir := path.Join(pins, e.Name())
+		if left, err := in.o.Mounts.Under(dir); err != nil || len(left) > 0 {
+			return fmt.Errorf("still mounted under %s: %v %v", dir, left, err)
+		}
+		if err := os.RemoveAll(in.hostPath(dir)); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
 	}
 	return nil
 }
@@ -281,6 +308,7 @@ func (in *Installer) remove(ctx context.Context, st State) error {
 		if errors.Is(err, errCrash) {
 			return err
 		}
+		in.releaseSlot(ctx)
 		msg := fmt.Sprintf("removing cri-nstarget failed: %v", err)
 		in.label(ctx, StateFailed, msg)
 		in.o.Cluster.Event(ctx, true, "RemoveFailed", msg)

@@ -44,7 +44,9 @@ const (
 	PhaseKubeletRestarted Phase = "kubelet-restarted"
 	// PhaseDone: installed.
 	PhaseDone Phase = "done"
-	// PhaseUpgrading: the binary is being replaced by another version.
+	// PhaseUpgrading: the binary is being replaced by another version
+	// (Next), which answered a trial; Version and ShimSHA are still the
+	// one before's.
 	PhaseUpgrading Phase = "upgrading"
 	// PhaseRollingBack: the install is being undone after a failure
 	// (Reason); PhaseRolledBack: it was.
@@ -79,8 +81,10 @@ type State struct {
 	// Failed the sha256 of the binary that failed, not tried again here.
 	Reason string `json:"reason,omitempty"`
 	Failed string `json:"failedSHA256,omitempty"`
-	// Previous is the sha256 of the binary an upgrade is replacing.
+	// Previous is the sha256 of the binary an upgrade is replacing, Next
+	// that of the binary it puts in place, which answered its trial.
 	Previous string `json:"previousSHA256,omitempty"`
+	Next     string `json:"nextSHA256,omitempty"`
 }
 
 // Created is a file the installer made on the host, with the sha256 of what

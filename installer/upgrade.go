@@ -20,18 +20,17 @@ func (in *Installer) keep(ctx context.Context, st State) error {
 	case st.Phase == PhaseDone && same:
 		return in.verify(ctx, st)
 	case st.Phase == PhaseDone && st.Failed == in.shimSHA:
-		in.label(ctx, StateUpgradeBad, st.Reason)
-		return &Failure{StateUpgradeBad, fmt.Sprintf("%s failed on this node before and is not tried again (%s); the node stays on %s", in.o.Version, st.Reason, st.Version)}
+		msg := fmt.Sprintf("%s failed on this node before and is not tried again (%s); the node stays on %s", in.o.Version, st.Reason, st.Version)
+		in.label(ctx, StateUpgradeBad, msg)
+		in.o.Cluster.Event(ctx, true, "UpgradeFailed", msg)
+		return &Failure{StateUpgradeBad, msg}
 	}
 	return in.upgrade(ctx, st)
 }
 
 // verify checks an installed node at an installer's start: the shim runs
-// and is healthy, the kubelet is on it, the events kubeconfig is current.
+// and is healthy, the kubelet is on it.
 func (in *Installer) verify(ctx context.Context, st State) error {
-	if err := in.refreshKubeconfig(&st); err != nil {
-		return err
-	}
 	if err := in.ensureShim(ctx, st); err != nil {
 		return in.rollBack(ctx, st, fmt.Errorf("the shim installed here (%s) is not healthy: %w", st.Version, err))
 	}
@@ -62,89 +61,119 @@ func (in *Installer) verify(ctx context.Context, st State) error {
 	return nil
 }
 
-// refreshKubeconfig writes the events kubeconfig again when the pod's
-// (its token) changed; the shim reads it again by itself.
-func (in *Installer) refreshKubeconfig(st *State) error {
-	if len(in.o.EventsKubeconfig) == 0 || !created(*st, KubeconfigPath) {
-		return nil
-	}
-	if now, err := fileSHA(in.o.Root, KubeconfigPath); err == nil && now == sha(in.o.EventsKubeconfig) {
-		return nil
-	}
-	for i := range st.Created {
-		if st.Created[i].Path == KubeconfigPath {
-			st.Created[i].SHA256 = sha(in.o.EventsKubeconfig)
-		}
-	}
-	if err := in.save(*st); err != nil {
-		return err
-	}
-	return writeFile(in.o.Root, KubeconfigPath, in.o.EventsKubeconfig, 0o600)
-}
-
 // upgrade replaces the shim's binary and unit by this version's and
 // restarts the shim alone; the kubelet, pointed at the same socket, is not
-// restarted. A new shim that is not healthy is replaced by the one before.
+// restarted. The new binary must first answer on a socket of its own (a
+// trial): one that does not is never written, and the shim serving is not
+// stopped. A new shim that is not healthy after all is replaced by the one
+// before.
 func (in *Installer) upgrade(ctx context.Context, st State) error {
-	ctx = context.WithoutCancel(ctx)
 	from := st.Version
-	if st.Phase == PhaseDone {
-		bin, ok, err := readHost(in.o.Root, in.binPath())
-		if err != nil || !ok {
-			return fmt.Errorf("read the installed binary %s: %v", in.binPath(), err)
-		}
-		unit, _, err := readHost(in.o.Root, UnitPath)
-		if err != nil {
-			return err
-		}
-		if err := writeFile(in.o.Root, previousShim, bin, 0o755); err != nil {
-			return err
-		}
-		if err := writeFile(in.o.Root, previousUnit, unit, 0o644); err != nil {
-			return err
-		}
-		st.Phase, st.Previous = PhaseUpgrading, st.ShimSHA
-		if err := in.save(st); err != nil {
-			return err
+	if st.Phase == PhaseDone || st.Next != in.shimSHA {
+		if err := in.trial(ctx, st); err != nil {
+			if ctx.Err() != nil {
+				return err // stopped (SIGTERM): nothing was changed, nothing is held against this version
+			}
+			return in.upgradeFailed(context.WithoutCancel(ctx), st, err)
 		}
 	}
-	in.o.Log.WithFields(map[string]any{"from": from, "to": in.o.Version}).Info("upgrading: the shim is restarted, the kubelet is not")
+	ctx = context.WithoutCancel(ctx)
+	if err := in.backUp(&st); err != nil {
+		return err
+	}
+	in.o.Log.WithFields(map[string]any{"from": from, "to": in.o.Version}).Info("upgrading: the new binary answered its trial; the shim is restarted, the kubelet is not")
 	err := in.replaceShim(ctx, st, in.o.Shim, in.unit)
 	if errors.Is(err, errCrash) {
 		return err
 	}
-	if err == nil {
-		st.Phase, st.Version, st.ShimSHA, st.Previous, st.Failed, st.Reason = PhaseDone, in.o.Version, in.shimSHA, "", "", ""
-		if err := in.save(st); err != nil {
-			return err
-		}
-		in.removeBackups()
-		msg := fmt.Sprintf("cri-nstarget upgraded from %s to %s: the shim was restarted, the kubelet was not", from, in.o.Version)
-		in.o.Log.Info(msg)
-		in.label(ctx, StateInstalled, msg)
-		in.o.Cluster.Event(ctx, false, "Upgraded", msg)
-		return nil
+	if err != nil {
+		return in.upgradeFailed(ctx, st, fmt.Errorf("%s was not healthy once restarted: %w", in.o.Version, err))
 	}
-
-	reason := fmt.Sprintf("%s: %v", in.o.Version, err)
-	in.o.Log.WithError(err).Warn("the new version is not healthy: going back to the one before")
-	bin, _, rerr := readHost(in.o.Root, previousShim)
-	unit, _, uerr := readHost(in.o.Root, previousUnit)
-	if rerr != nil || uerr != nil || len(bin) == 0 {
-		return in.rollBack(ctx, st, fmt.Errorf("%s; and the version before is not kept (%v %v)", reason, rerr, uerr))
-	}
-	if err := in.replaceShim(ctx, st, bin, unit); err != nil {
-		return in.rollBack(ctx, st, fmt.Errorf("%s; and the version before did not come back either: %w", reason, err))
-	}
-	st.Phase, st.ShimSHA, st.Failed, st.Reason, st.Previous = PhaseDone, sha(bin), in.shimSHA, reason, ""
+	st.Phase, st.Version, st.ShimSHA, st.Previous, st.Next, st.Failed, st.Reason = PhaseDone, in.o.Version, in.shimSHA, "", "", "", ""
+	recordAs(&st, map[string][]byte{in.binPath(): in.o.Shim, UnitPath: in.unit})
 	if err := in.save(st); err != nil {
 		return err
 	}
 	in.removeBackups()
-	msg := fmt.Sprintf("cri-nstarget %s was not healthy (%v); the node runs %s again", in.o.Version, err, st.Version)
+	msg := fmt.Sprintf("cri-nstarget upgraded from %s to %s: the new binary answered on a socket of its own first; the shim was restarted, the kubelet was not", from, in.o.Version)
+	in.o.Log.Info(msg)
+	in.label(ctx, StateInstalled, msg)
+	in.o.Cluster.Event(ctx, false, "Upgraded", msg)
+	return nil
+}
+
+// backUp keeps the installed binary and unit beside the state, and records
+// the upgrade (PhaseUpgrading, to Next); an upgrade under way gets its Next.
+func (in *Installer) backUp(st *State) error {
+	if st.Phase == PhaseUpgrading {
+		if st.Next == in.shimSHA {
+			return nil
+		}
+		st.Next = in.shimSHA
+		return in.save(*st)
+	}
+	bin, ok, err := readHost(in.o.Root, in.binPath())
+	if err != nil || !ok {
+		return fmt.Errorf("read the installed binary %s: %v", in.binPath(), err)
+	}
+	unit, _, err := readHost(in.o.Root, UnitPath)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(in.o.Root, previousShim, bin, 0o755); err != nil {
+		return err
+	}
+	if err := writeFile(in.o.Root, previousUnit, unit, 0o644); err != nil {
+		return err
+	}
+	st.Phase, st.Previous, st.Next = PhaseUpgrading, st.ShimSHA, in.shimSHA
+	return in.save(*st)
+}
+
+// upgradeFailed keeps the node on the version before (cause: why this one
+// did not take) and reports it. Before the binary was replaced
+// (PhaseDone), nothing is touched: the shim serving was never stopped.
+// After, the one before is put back and restarted, unless it is what runs.
+func (in *Installer) upgradeFailed(ctx context.Context, st State, cause error) error {
+	in.o.Log.WithError(cause).Warn("the new version did not take: the node stays on the one before")
+	if st.Phase == PhaseUpgrading {
+		if err := in.restorePrevious(ctx, st, cause); err != nil {
+			return err
+		}
+	}
+	reason := cause.Error()
+	st.Phase, st.Failed, st.Reason, st.Previous, st.Next = PhaseDone, in.shimSHA, reason, "", ""
+	if err := in.save(st); err != nil {
+		return err
+	}
+	in.removeBackups()
+	msg := fmt.Sprintf("cri-nstarget %s did not take (%s); the node runs %s, and is not tried on %s again", in.o.Version, reason, st.Version, in.o.Version)
 	in.label(ctx, StateUpgradeBad, msg)
 	in.o.Cluster.Event(ctx, true, "UpgradeFailed", msg)
 	return &Failure{StateUpgradeBad, msg}
+}
+
+// restorePrevious puts back the binary and unit an upgrade replaced, and
+// restarts the shim on them, unless they are what is installed and healthy
+// (a trial that failed on resume). Neither coming back: a rollback.
+func (in *Installer) restorePrevious(ctx context.Context, st State, cause error) error {
+	bin, _, rerr := readHost(in.o.Root, previousShim)
+	unit, _, uerr := readHost(in.o.Root, previousUnit)
+	if rerr != nil || uerr != nil || len(bin) == 0 {
+		return in.rollBack(ctx, st, fmt.Errorf("%v; and the version before is not kept (%v %v)", cause, rerr, uerr))
+	}
+	cur, _ := fileSHA(in.o.Root, in.binPath())
+	curUnit, _, _ := readHost(in.o.Root, UnitPath)
+	if cur == sha(bin) && bytes.Equal(curUnit, unit) && in.o.CRI.Serving(ctx, in.socket(st.Socket)) == nil {
+		return nil
+	}
+	if err := in.replaceShim(ctx, st, bin, unit); err != nil {
+		if errors.Is(err, errCrash) {
+			return err
+		}
+		return in.rollBack(ctx, st, fmt.Errorf("%v; and the version before did not come back either: %w", cause, err))
+	}
+	return nil
 }
 
 // replaceShim writes bin and unit over the installed ones, and restarts the

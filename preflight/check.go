@@ -20,7 +20,7 @@ const nriMinContainerd = "2.2"
 func Checks(cfg conf.Config, f Facts) []Result {
 	return []Result{
 		Kernel(f), Cgroup(f), Backend(cfg, f), Containerd(cfg, f), NRI(cfg, f),
-		Socket(cfg, f), Kubelet(cfg, f),
+		Socket(cfg, f), Kubelet(cfg, f), KubeletVersion(f),
 	}
 }
 

@@ -176,3 +176,30 @@ func TestWrite(t *testing.T) {
 		t.Errorf("a fail: exit %d, want 1", code)
 	}
 }
+
+func TestKubeletVersion(t *testing.T) {
+	bin := func(pid int, v string) KubeletBinary { return KubeletBinary{PID: pid, Path: "/proc/7/exe", Version: v} }
+	for name, tc := range map[string]struct {
+		bins []KubeletBinary
+		w    want
+	}{
+		"none":      {nil, want{Warn, []string{"version unknown", "none is on PATH", "Kubernetes 1.37, 1.36, 1.35"}}},
+		"1.37":      {[]KubeletBinary{bin(7, "v1.37.0")}, want{OK, []string{"kubelet (pid 7) v1.37.0", "Kubernetes 1.37 is supported"}}},
+		"1.35, k3s": {[]KubeletBinary{bin(7, "v1.35.4+k3s1")}, want{OK, []string{"Kubernetes 1.35 is supported"}}},
+		"on PATH": {[]KubeletBinary{{Path: "/usr/bin/kubelet", Version: "v1.36.2"}},
+			want{OK, []string{"kubelet /usr/bin/kubelet (not running) v1.36.2", "1.36 is supported"}}},
+		"1.38": {[]KubeletBinary{bin(7, "v1.38.0")},
+			want{Warn, []string{"Kubernetes 1.38 is newer than the window", "untested", "RELEASES.md"}}},
+		"1.34": {[]KubeletBinary{bin(7, "v1.34.9")},
+			want{Fail, []string{"Kubernetes 1.34 is outside the window (Kubernetes 1.37, 1.36, 1.35)", "upgrade the kubelet"}}},
+		"1.9 is older, not newer": {[]KubeletBinary{bin(7, "v1.9.11")}, want{Fail, []string{"1.9 is outside"}}},
+		"not root": {[]KubeletBinary{{PID: 7, Path: "/proc/7/exe", Err: &fs.PathError{Op: "fork/exec", Path: "/proc/7/exe", Err: fs.ErrPermission}}},
+			want{Warn, []string{"version unknown", "permission denied", "as root"}}},
+		"no version": {[]KubeletBinary{{PID: 7, Err: errors.New(`no version in its --version output "hello"`)}},
+			want{Warn, []string{`"hello"`, "kubelet --version"}}},
+		"two, the worst says what to do": {[]KubeletBinary{bin(7, "v1.37.0"), bin(9, "v1.33.0")},
+			want{Fail, []string{"pid 7) v1.37.0", "; kubelet (pid 9) v1.33.0", "upgrade the kubelet"}}},
+	} {
+		expect(t, name, KubeletVersion(Facts{KubeletBinaries: tc.bins}), tc.w)
+	}
+}

@@ -21,6 +21,10 @@ type Facts struct {
 	Group      Group // socket_group resolved (GID -1: none set)
 
 	Kubelets []KubeletProc // every kubelet process
+	// KubeletBinaries answered --version: each running kubelet's binary
+	// (/proc/PID/exe), or with none running the kubelet on PATH; none
+	// when there is neither.
+	KubeletBinaries []KubeletBinary
 }
 
 // Answer is what a containerd socket answered to a version question.
@@ -52,4 +56,12 @@ type KubeletProc struct {
 	Endpoint string
 	From     string // what sets it
 	Err      error
+}
+
+// KubeletBinary is what a kubelet's binary said to --version.
+type KubeletBinary struct {
+	PID     int    // the running kubelet's; 0: not running, found on PATH
+	Path    string // what was run: /proc/PID/exe, or the file on PATH
+	Version string // "v1.37.0"
+	Err     error
 }

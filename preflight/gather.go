@@ -20,12 +20,15 @@ type Probe struct {
 	ProcRoot  string        // the kubelet's processes: "/proc"
 	Root      string        // the kubelet's configuration files: "/"
 	CgroupDir string        // "/sys/fs/cgroup"
-	Timeout   time.Duration // for each socket's answer
+	Timeout   time.Duration // for each socket's answer, and the kubelet's --version
+	// Path is where the kubelet's binary is looked for when none runs:
+	// $PATH's form, "/usr/local/bin:/usr/bin"; empty: nowhere.
+	Path string
 }
 
 // NodeProbe looks at this node.
 func NodeProbe(timeout time.Duration) Probe {
-	return Probe{ProcRoot: "/proc", Root: "/", CgroupDir: "/sys/fs/cgroup", Timeout: timeout}
+	return Probe{ProcRoot: "/proc", Root: "/", CgroupDir: "/sys/fs/cgroup", Timeout: timeout, Path: os.Getenv("PATH")}
 }
 
 // Gather reads the node for cfg's checks.
@@ -42,6 +45,7 @@ func Gather(ctx context.Context, cfg conf.Config, p Probe) Facts {
 	f.SocketDirs = socketDirs(filepath.Dir(socketPath(cfg.Listen)))
 	f.Group = lookupGroup(cfg.SocketGroup)
 	f.Kubelets = kubelets(p.ProcRoot, p.Root)
+	f.KubeletBinaries = kubeletBinaries(ctx, p, f.Kubelets)
 	return f
 }
 

@@ -172,3 +172,52 @@ func TestCgroup2(t *testing.T) {
 		t.Errorf("cgroup2 of nothing: %v, want ENOENT", err)
 	}
 }
+
+// A running kubelet's version is its binary's (a fake /proc's exe, a
+// script that answers as the kubelet does); with none running, the
+// kubelet on the probe's PATH; with neither, nothing.
+func TestKubeletBinaries(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	proc := filepath.Join(dir, "proc")
+	exe := func(pid, target string) {
+		if err := os.MkdirAll(filepath.Join(proc, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(proc, pid, "exe")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe("42", script("k137", `[ "$1" = --version ] && echo "Kubernetes v1.37.1"`))
+	exe("43", script("hello", "echo hello"))
+	exe("44", script("hangs", "exec sleep 10"))
+	pathDir := filepath.Join(dir, "bin")
+	os.Mkdir(pathDir, 0o755)
+	os.Rename(script("kubelet", `echo "Kubernetes v1.36.3"`), filepath.Join(pathDir, "kubelet"))
+	p := Probe{ProcRoot: proc, Timeout: 500 * time.Millisecond, Path: "/nonexistent-nst:" + pathDir}
+
+	got := kubeletBinaries(context.Background(), p, []KubeletProc{{PID: 42}, {PID: 43}, {PID: 44}})
+	if len(got) != 3 || got[0] != (KubeletBinary{PID: 42, Path: filepath.Join(proc, "42", "exe"), Version: "v1.37.1"}) {
+		t.Fatalf("kubeletBinaries of pid 42: %+v, want v1.37.1 from its exe", got)
+	}
+	if got[1].Err == nil || !strings.Contains(got[1].Err.Error(), `no version in its --version output "hello"`) {
+		t.Errorf("pid 43: %+v, want no version in its output", got[1])
+	}
+	if got[2].Err == nil || !strings.Contains(got[2].Err.Error(), "no answer within 500ms") {
+		t.Errorf("pid 44: %+v, want no answer", got[2])
+	}
+	got = kubeletBinaries(context.Background(), p, nil)
+	if len(got) != 1 || got[0] != (KubeletBinary{Path: filepath.Join(pathDir, "kubelet"), Version: "v1.36.3"}) {
+		t.Errorf("kubeletBinaries with none running: %+v, want v1.36.3 from %s", got, pathDir)
+	}
+	p.Path = ""
+	if got = kubeletBinaries(context.Background(), p, nil); len(got) != 0 {
+		t.Errorf("kubeletBinaries with none running and none on PATH: %+v, want none", got)
+	}
+}

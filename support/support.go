@@ -1,6 +1,7 @@
 package support
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -104,4 +105,43 @@ func Window() string {
 		s += " (" + strings.Join(best, ", ") + " best effort)"
 	}
 	return s
+}
+
+// Place is where a Kubernetes minor stands against the window.
+type Place int
+
+const (
+	// Inside: one of Kubernetes' minors.
+	Inside Place = iota
+	// Newer: newer than the newest, not yet added (RELEASES.md says when).
+	Newer
+	// Older: older than the oldest, left the window.
+	Older
+)
+
+// KubernetesPlace is the minor of a Kubernetes version ("v1.37.2",
+// "v1.36.1+k3s1") and where it stands against Kubernetes.
+func KubernetesPlace(version string) (string, Place, error) {
+	m, err := Minor(version)
+	if err != nil {
+		return "", Older, err
+	}
+	switch {
+	case compareMinors(m, Kubernetes[0]) > 0:
+		return m, Newer, nil
+	case compareMinors(m, Kubernetes[len(Kubernetes)-1]) < 0:
+		return m, Older, nil
+	}
+	return m, Inside, nil
+}
+
+// compareMinors orders two "X.Y" (as Minor gives them): -1, 0 or 1.
+func compareMinors(a, b string) int {
+	var am, an, bm, bn int
+	fmt.Sscanf(a, "%d.%d", &am, &an)
+	fmt.Sscanf(b, "%d.%d", &bm, &bn)
+	if c := cmp.Compare(am, bm); c != 0 {
+		return c
+	}
+	return cmp.Compare(an, bn)
 }

@@ -58,3 +58,26 @@ func newer(a, b string) bool {
 	fmt.Sscanf(b, "%d.%d", &bm, &bn)
 	return am > bm || am == bm && an > bn
 }
+
+func TestKubernetesPlace(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		minor   string
+		place   Place
+		err     bool
+	}{
+		{"v1.37.0", "1.37", Inside, false},
+		{"v1.36.4+k3s1", "1.36", Inside, false},
+		{"1.35.2-gke.100", "1.35", Inside, false},
+		{"v1.38.0-rc.1", "1.38", Newer, false},
+		{"v2.0.0", "2.0", Newer, false},
+		{"v1.34.9", "1.34", Older, false},
+		{"v1.9.0", "1.9", Older, false},
+		{"Kubernetes", "", Older, true},
+	} {
+		m, p, err := KubernetesPlace(tc.version)
+		if m != tc.minor || p != tc.place || (err != nil) != tc.err {
+			t.Errorf("KubernetesPlace(%q) = %q, %v, %v; want %q, %v, error %v", tc.version, m, p, err, tc.minor, tc.place, tc.err)
+		}
+	}
+}

@@ -7,12 +7,18 @@
 //	cri-nstarget-install cleanup    put the node back as it was; then wait
 //	cri-nstarget-install version
 //
-// Either mode then serves /readyz on --probe-address (200 once the node is
-// done, 503 with the reason otherwise) until SIGTERM, so that the pod stays
-// Running and its readiness says whether its node is done. An error that is
-// not the node's (the apiserver or systemd out of reach) ends the process
-// with status 1: the kubelet starts it again, and it resumes from the state
-// it left on the host.
+// Either mode serves /readyz on --probe-address until SIGTERM, so that the
+// pod stays Running: 200 once its node is settled, that is safe and decided
+// (installed, refused, rolled back, upgrade-failed, removed: the kubelet on
+// a runtime that serves), so that one node's outcome does not stop a
+// DaemonSet's rollout; 503 while it is not (under way, failed, the
+// apiserver out of reach), with the reason either way. The node's outcome
+// is its label, annotation and Events. A node that failed, or whose install
+// paused on an apiserver out of reach, is tried again every
+// --retry-interval (a failed rollback resumes; a version rolled back is not
+// tried again). Another error (systemd out of reach) ends the process with
+// status 1: the kubelet starts it again, and it resumes from the state it
+// left on the host.
 //
 // It is its own binary beside the shim's in the image: client-go and
 // go-systemd's D-Bus client stay out of the shim.
@@ -20,8 +26,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +48,7 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/installer/mounts"
 	"github.com/cri-nstarget/cri-nstarget/installer/slots"
 	"github.com/cri-nstarget/cri-nstarget/installer/systemd"
+	"github.com/cri-nstarget/cri-nstarget/installer/trial"
 )
 
 // Build stamps, as the shim's (the Makefile's LDFLAGS).
@@ -59,8 +64,14 @@ type options struct {
 	leaseDuration   time.Duration
 	healthTimeout   time.Duration
 	readyTimeout    time.Duration
+	notReadyGrace   time.Duration
+	guardAfter      time.Duration
+	smokeImage      string
+	podUID          string
 	probeAddress    string
-	eventsTokenDir  string
+	retryInterval   time.Duration
+	recheckInterval time.Duration
+	trialDir        string
 	kubeletUnit     string
 	containerdUnit  string
 	node, namespace string
@@ -87,10 +98,15 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.leasePrefix, "lease-prefix", "cri-nstarget-install", "the restart slots' Lease names")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", time.Minute, "a slot unrenewed this long (its pod died) is taken over")
 	fs.DurationVar(&o.healthTimeout, "health-timeout", 2*time.Minute, "how long the shim may take to be healthy")
-	fs.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "how long the node may take to be Ready after a kubelet restart")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 90*time.Second, "how long the node may take to be Ready after a kubelet restart")
+	fs.DurationVar(&o.notReadyGrace, "not-ready-grace", 20*time.Second, "the kubelet on the shim reporting the node NotReady this long rolls back at once")
+	fs.DurationVar(&o.guardAfter, "guard-after", 2*time.Minute, "when the host's guard puts the kubelet back unless the install was confirmed (more than --ready-timeout)")
+	fs.StringVar(&o.smokeImage, "smoke-image", os.Getenv("CRI_NSTARGET_IMAGE"), "an image on the node for the smoke test's container, run through the shim in this pod before the node is installed (default $CRI_NSTARGET_IMAGE; empty: this pod's own)")
+	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "this installer's pod uid (default $POD_UID, the downward API's metadata.uid): the smoke test's container runs in this pod, of its image unless --smoke-image; required to switch the kubelet")
 	fs.StringVar(&o.probeAddress, "probe-address", "127.0.0.1:9797", "where /readyz is served")
-	fs.StringVar(&o.eventsTokenDir, "events-token-dir", "/var/run/secrets/cri-nstarget-events",
-		"the shim's own identity for its Events (a service-account token Secret: token, ca.crt); missing: the kubelet's")
+	fs.DurationVar(&o.retryInterval, "retry-interval", 30*time.Second, "how often a node that failed, or found the apiserver out of reach, is tried again")
+	fs.DurationVar(&o.recheckInterval, "recheck-interval", 5*time.Minute, "how often an installed node is checked again (install mode): a kubelet file rewritten by someone else is pointed at the shim again; 0: only at the pod's start")
+	fs.StringVar(&o.trialDir, "trial-dir", os.TempDir(), "a directory of the pod's where an upgrade's new binary is tried on a socket of its own")
 	fs.StringVar(&o.kubeletUnit, "kubelet-unit", "kubelet.service", "the kubelet's systemd unit")
 	fs.StringVar(&o.containerdUnit, "containerd-unit", "containerd.service", "containerd's systemd unit")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -181,27 +197,29 @@ func run(ctx context.Context, o options, log *logrus.Entry) error {
 		return err
 	}
 	defer closeAll()
-	if o.mode == "install" {
-		err = in.Install(ctx)
-	} else {
-		err = in.Remove(ctx)
+	installed := false // the last outcome: installed, and so rechecked
+	op := func(ctx context.Context) (string, error) {
+		if o.mode != "install" {
+			return "removed", in.Remove(ctx)
+		}
+		installed = false
+		if err := in.Install(ctx); err != nil {
+			return "", err
+		}
+		v, err := in.Installed()
+		installed = err == nil
+		return "installed " + v, err
 	}
-	var failure *installer.Failure
-	switch {
-	case err == nil && o.mode == "install":
-		ready.set(true, "installed "+o.version)
-	case err == nil:
-		ready.set(true, "removed")
-	case errors.As(err, &failure):
-		ready.set(false, failure.Error())
-		log.WithField("state", failure.State).Error(failure.Reason)
-	case ctx.Err() != nil:
-		log.WithError(err).Info("stopped while waiting; nothing was left half done")
-		return nil
-	default:
+	if err := settle(ctx, op, ready, o.retryInterval, log); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	every := o.recheckInterval
+	if o.mode != "install" {
+		every = 0
+	}
+	if err := recheck(ctx, op, func() bool { return installed }, ready, every, o.retryInterval, log); err != nil {
+		return err
+	}
 	log.Info("SIGTERM: exiting; the node stays as it is")
 	return nil
 }
@@ -242,62 +260,17 @@ func newInstaller(ctx context.Context, o options, log *logrus.Entry) (*installer
 	if err != nil {
 		return nil, nil, err
 	}
-	kubeconfig, err := eventsKubeconfig(ctx, o.eventsTokenDir, cfg.Host, log)
-	if err != nil {
-		sd.Close()
-		return nil, nil, err
-	}
 	log.Info("connected to the host's systemd and the apiserver")
 	in, err := installer.New(installer.Options{
-		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir, EventsKubeconfig: kubeconfig,
+		Root: o.root, Version: o.version, Shim: shim, UnitTemplate: unit, BinDir: o.binDir,
 		KubeletUnit: o.kubeletUnit, ContainerdUnit: o.containerdUnit, HealthTimeout: o.healthTimeout, ReadyTimeout: o.readyTimeout,
-		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root}, Slots: s, Log: log,
+		NotReadyGrace: o.notReadyGrace, GuardAfter: o.guardAfter, SmokeImage: o.smokeImage, PodUID: o.podUID,
+		Systemd: sd, Cluster: node, CRI: cri.Client{}, Mounts: mounts.Host{Root: o.root, Units: sd}, Slots: s, Log: log,
+		Trials: trial.Runner{Binary: o.shim, Dir: o.trialDir, CRI: cri.Client{}, Log: log.WithField("trial", o.version)},
 	})
 	if err != nil {
 		sd.Close()
 		return nil, nil, err
 	}
 	return in, func() { in.Close(); sd.Close() }, nil
-}
-
-// eventsKubeconfig is a kubeconfig for the shim's Events under the
-// identity of the token in dir (a service-account token Secret), reaching
-// the apiserver where this pod does; nil when dir is not mounted. A Secret
-// not filled yet by the token controller is waited for, a minute at most.
-func eventsKubeconfig(ctx context.Context, dir, server string, log *logrus.Entry) ([]byte, error) {
-	if _, err := os.Stat(dir); err != nil {
-		log.Info("no events token mounted: the shim posts its Events under the kubelet's identity")
-		return nil, nil
-	}
-	var token, ca []byte
-	deadline := time.Now().Add(time.Minute)
-	for {
-		token, _ = os.ReadFile(filepath.Join(dir, "token"))
-		ca, _ = os.ReadFile(filepath.Join(dir, "ca.crt"))
-		if len(token) > 0 && len(ca) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			log.Warnf("%s has no token yet: the shim posts its Events under the kubelet's identity", dir)
-			return nil, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-	kc := map[string]any{
-		"apiVersion": "v1", "kind": "Config", "current-context": "cri-nstarget-events",
-		"clusters": []any{map[string]any{"name": "cluster", "cluster": map[string]any{
-			"server": server, "certificate-authority-data": base64.StdEncoding.EncodeToString(ca)}}},
-		"users": []any{map[string]any{"name": "cri-nstarget-events", "user": map[string]any{"token": strings.TrimSpace(string(token))}}},
-		"contexts": []any{map[string]any{"name": "cri-nstarget-events", "context": map[string]any{
-			"cluster": "cluster", "user": "cri-nstarget-events"}}},
-	}
-	b, err := json.MarshalIndent(kc, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
 }

@@ -22,7 +22,7 @@ import (
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer, probe func(time.Duration) preflight.Probe) int {
 	timeout := 3 * time.Second
 	cfg, err := conf.Parse(args, stderr, func(fs *flag.FlagSet) {
-		fs.DurationVar(&timeout, "timeout", timeout, "check: how long each of containerd's sockets may take to answer")
+		fs.DurationVar(&timeout, "timeout", timeout, "check: how long each of containerd's sockets, and the kubelet's --version, may take to answer")
 	})
 	switch {
 	case errors.Is(err, flag.ErrHelp):

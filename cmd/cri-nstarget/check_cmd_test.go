@@ -29,7 +29,7 @@ func TestCheckCommand(t *testing.T) {
 		code  int
 		lines []string // each a prefix of a line, in order
 	}{
-		"no containerd": {nothing, 1, []string{"ok: config (none", "ok: kernel", "", "fail: runtime_endpoint unix://" + dir, "fail: containerd_address", "warn: NRI socket", "ok: listen " + dir + "/shim/cri.sock", "warn: no kubelet"}},
+		"no containerd": {nothing, 1, []string{"ok: config (none", "ok: kernel", "", "fail: runtime_endpoint unix://" + dir, "fail: containerd_address", "warn: NRI socket", "ok: listen " + dir + "/shim/cri.sock", "warn: no kubelet", "warn: kubelet version unknown"}},
 		"bad config":    {[]string{"--config", bad}, 1, []string{"fail: config " + bad, "fail: the other checks need a valid configuration"}},
 		"help":          {[]string{"-h"}, 0, nil},
 		"bad flag":      {[]string{"--no-such-flag"}, 2, nil},

@@ -72,7 +72,7 @@ func parseFlags(args []string, out io.Writer) (conf.Config, bool, error) {
 }
 
 // ownFlags defines the flags of the binary that are no setting of package
-// config (the reference in README.md and the man page lists them too).
+// config (the reference in docs/operations.md and the man page lists them too).
 func ownFlags(showVersion *bool) func(*flag.FlagSet) {
 	return func(fs *flag.FlagSet) {
 		fs.BoolVar(showVersion, "version", false, "print the version, the commit and the build date (the commit's), and exit")

@@ -11,7 +11,7 @@ import (
 )
 
 // update rewrites the references instead of checking them (make docs).
-var update = flag.Bool("update", false, "rewrite the flag and key reference in README.md and docs/cri-nstarget.8 (make docs)")
+var update = flag.Bool("update", false, "rewrite the flag and key reference in docs/operations.md and docs/cri-nstarget.8 (make docs)")
 
 // The reference of flags and keys is made from the definition (package
 // config's Config and Default, and ownFlags), never by hand: each document
@@ -20,11 +20,11 @@ var references = []struct {
 	path, begin, end string
 	render           func([]conf.Option) string
 }{
-	{"../../README.md", "<!-- BEGIN GENERATED: reference (make docs) -->", "<!-- END GENERATED: reference -->", markdownReference},
+	{"../../docs/operations.md", "<!-- BEGIN GENERATED: reference (make docs) -->", "<!-- END GENERATED: reference -->", markdownReference},
 	{"../../docs/cri-nstarget.8", `.\" BEGIN GENERATED: reference (make docs)`, `.\" END GENERATED: reference`, roffReference},
 }
 
-// TestReference fails when README.md or the man page lists other flags,
+// TestReference fails when docs/operations.md or the man page lists other flags,
 // keys, defaults or meanings than the binary has.
 func TestReference(t *testing.T) {
 	opts := conf.Options(ownFlags(new(bool)))
@@ -140,4 +140,45 @@ func roffReference(opts []conf.Option) string {
 		}
 	}
 	return b.String()
+}
+
+// TestReadmeKeys: the keys README.md's Configuration names are the
+// binary's, with its defaults (the full reference is operations.md's).
+func TestReadmeKeys(t *testing.T) {
+	defaults := map[string]string{}
+	for _, o := range conf.Options(ownFlags(new(bool))) {
+		if o.Key != "" {
+			defaults[o.Key] = o.Default
+		}
+	}
+	doc, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Configuration\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := 0
+	for _, l := range strings.Split(section, "\n") {
+		cells := strings.Split(strings.Trim(l, "|"), "|")
+		if !strings.HasPrefix(l, "| `") || len(cells) < 3 {
+			continue
+		}
+		rows++
+		key := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		def, known := defaults[key]
+		have := strings.TrimSpace(cells[1])
+		want := "`" + def + "`"
+		if def == "" {
+			want = "empty"
+		}
+		switch {
+		case !known:
+			t.Errorf("README.md, Configuration: %q is no key of the binary's (config/config.go)", key)
+		case !strings.HasPrefix(have, want):
+			t.Errorf("README.md, Configuration: %s's default is %s; the binary's: %s", key, have, want)
+		}
+	}
+	if !ok || rows < 4 {
+		t.Errorf("README.md: %d rows of keys under \"## Configuration\": the test no longer finds them", rows)
+	}
 }

@@ -5,6 +5,7 @@ package node
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,11 +23,13 @@ import (
 
 // The cluster install (deploy/, docs/cluster-install.md) on a node whose
 // kubelet starts on containerd directly: the DaemonSet with an image whose
-// shim is never healthy (rolled back, the kubelet never restarted), then
-// with a good one, its installer killed right after it restarted the
-// kubelet (the next one finishes), an upgrade (the shim restarts, the
-// kubelet does not), and the cleanup. The pod app, started before, runs
-// through all of it with the same container and restart count.
+// shim is never healthy (rolled back, the kubelet never restarted; the full
+// run only), with shims healthy but useless after the kubelet's restart
+// (rollback_test.go: rolled back by the installer, and by the host's
+// guard), then with a good one, its installer killed right after it
+// restarted the kubelet (the next one finishes), an upgrade (the shim
+// restarts, the kubelet does not), and the cleanup. The pod app, started
+// before, runs through all of it with the same container and restart count.
 
 // installImage is the images' repository in the host's registry.
 const installImage = "nst/cri-nstarget"
@@ -144,8 +147,40 @@ func (r *run) applyCluster(t *testing.T, tag string, cleanup bool) {
 	}
 	if cleanup {
 		dir = filepath.Join(dir, "cleanup")
+	} else {
+		r.patchInstaller(t, dir, tag)
 	}
 	t.Logf("kubectl apply -k: %s", strings.TrimSpace(r.kubectl(t, "apply", "-k", dir)))
+}
+
+// patchInstaller adds to the installer's container, through a patch in
+// deploy/kustomization.yaml (which has none): NSTARGET_NODE_INSTALL_ARGS's
+// arguments. (The smoke test runs the installer's own image, found by its
+// pod's uid, which deploy/ passes as $POD_UID.)
+func (r *run) patchInstaller(t *testing.T, dir, tag string) {
+	t.Helper()
+	var ops []string
+	for _, a := range strings.Fields(installArgs) {
+		ops = append(ops, fmt.Sprintf("{op: add, path: /spec/template/spec/containers/0/args/-, value: %q}", a))
+	}
+	if installArgs != "" {
+		t.Logf("the installer gets the arguments %q too (NSTARGET_NODE_INSTALL_ARGS)", installArgs)
+	}
+	if len(ops) == 0 {
+		return
+	}
+	patch := "patches:\n- target:\n    kind: DaemonSet\n    name: cri-nstarget-install\n  patch: |-\n"
+	for _, op := range ops {
+		patch += "    - " + op + "\n"
+	}
+	k := filepath.Join(dir, "kustomization.yaml")
+	b, err := os.ReadFile(k)
+	if err == nil {
+		err = os.WriteFile(k, append(b, patch...), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // installPod is the DaemonSet's pod, as the test waits on it.
@@ -180,6 +215,7 @@ func (p installPod) ready() bool {
 // or, for a failure, Running and not Ready; and returns that pod.
 func (r *run) waitInstall(t *testing.T, tag, mode, state string, ready bool, timeout time.Duration) installPod {
 	t.Helper()
+	defer r.dumpOnFailure(t)
 	var pod installPod
 	r.poll(t, timeout, fmt.Sprintf("node label %q and the installer (%s, %s) ready=%v", state, tag, mode, ready), func() (bool, string) {
 		label := r.kubectl(t, "get", "node", nodeName, "-o", `jsonpath={.metadata.labels.cri-nstarget\.io/state}`)
@@ -205,6 +241,23 @@ func (r *run) waitInstall(t *testing.T, tag, mode, state string, ready bool, tim
 	return pod
 }
 
+// dumpOnFailure logs, once t failed, what the node says of the cluster
+// install: the installers' logs, the state, the Node's annotation. It runs
+// in a deferred call after t.Fatal: nothing here fails the test again.
+func (r *run) dumpOnFailure(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := r.vm.Run(ctx, `for f in /var/log/pods/cri-nstarget_*/install/*.log; do echo "== $f"; tail -n 40 "$f" | cut -d' ' -f4-; done
+echo "== `+installState+`"; cat `+installState+` 2>&1`)
+	t.Logf("the installers' logs on the node (%v):\n%s%s", err, res.Stdout, res.Stderr)
+	if out, err := r.kube.Kubectl(ctx, "get", "node", nodeName, "-o", `jsonpath={.metadata.labels}{"\n"}{.metadata.annotations}`); err == nil {
+		t.Logf("node %s: %s", nodeName, out)
+	}
+}
+
 // installerLog is the log of the installer's container of attempt n in
 // pod, read on the node (kubectl logs asks the kubelet, which the host
 // cannot reach).
@@ -220,12 +273,13 @@ func (r *run) logInstaller(t *testing.T, pod installPod) {
 	t.Logf("the installer's log (%s, container %d):\n%s", pod.Metadata.Name, n, r.installerLog(t, pod, n))
 }
 
-// nodeEvent waits for the installer's Event of reason on the node and
-// returns its message.
-func (r *run) nodeEvent(t *testing.T, reason string) string {
+// nodeEvent waits for the installer's Event of reason on the node whose
+// message contains about (e.g. a version: one node sees several rollbacks)
+// and returns it.
+func (r *run) nodeEvent(t *testing.T, reason, about string) string {
 	t.Helper()
 	var msg string
-	r.poll(t, time.Minute, "the Event "+reason+" on node "+nodeName, func() (bool, string) {
+	r.poll(t, time.Minute, fmt.Sprintf("the Event %s about %q on node %s", reason, about, nodeName), func() (bool, string) {
 		var list struct {
 			Items []struct {
 				Reason, Message, Type string
@@ -237,7 +291,7 @@ func (r *run) nodeEvent(t *testing.T, reason string) string {
 			t.Fatal(err)
 		}
 		for _, e := range list.Items {
-			if e.InvolvedObject.Name == nodeName {
+			if e.InvolvedObject.Name == nodeName && strings.Contains(e.Message, about) {
 				msg = e.Type + " " + e.Reason + ": " + e.Message
 				return true, ""
 			}
@@ -283,23 +337,36 @@ findmnt -rn -o TARGET | grep cri-nstarget || true`)
 	}
 }
 
-// clusterBad: the DaemonSet with a shim that never becomes healthy. The
-// installer rolls back by itself before the kubelet is touched: the node
-// stays Ready on containerd, and says why.
-func (r *run) clusterBad(t *testing.T) {
+// clusterSetup starts pod app, which every cluster scenario checks is never
+// restarted, and labels the node for the DaemonSet; once, in the first
+// cluster scenario that runs.
+func (r *run) clusterSetup(t *testing.T) {
+	t.Helper()
+	if r.appBefore.ContainerID != "" {
+		return
+	}
 	r.kubectl(t, "apply", "-f", "-", podManifest("app", "Always", container{"app", r.busybox, "sleep 2147483"}))
 	r.app = r.waitApp(t, "")
 	r.appBefore, _ = r.pod(t, "app").status("app")
 	r.kubectl(t, "label", "node", nodeName, "cri-nstarget.io/install=true")
+}
+
+// clusterBad: the DaemonSet with a shim that never becomes healthy. The
+// installer rolls back by itself before the kubelet is touched: the node
+// stays Ready on containerd, and says why; its pod is Ready (the node is
+// safe), so a rollout goes on. (make node-e2e-full only: cluster-notready
+// covers a rollback after the kubelet's restart, in make node-e2e.)
+func (r *run) clusterBad(t *testing.T) {
+	r.clusterSetup(t)
 	kubelet := r.unitPID(t, "kubelet")
 	flags := r.sh(t, time.Minute, "sha256sum "+kubeadmFlagsPath)
 
 	start := time.Now()
 	r.applyCluster(t, "bad", false)
-	pod := r.waitInstall(t, "bad", "install", "rolled-back", false, 5*time.Minute)
+	pod := r.waitInstall(t, "bad", "install", "rolled-back", true, 5*time.Minute)
 	t.Logf("rolled back %s after kubectl apply", since(start))
 	r.logInstaller(t, pod)
-	t.Logf("event: %s", r.nodeEvent(t, "RolledBack"))
+	t.Logf("event: %s", r.nodeEvent(t, "RolledBack", "v0.0.0-node.bad"))
 	if now := r.unitPID(t, "kubelet"); now != kubelet {
 		t.Errorf("the kubelet was restarted (pid %s, was %s)", now, kubelet)
 	}
@@ -326,14 +393,13 @@ func (r *run) clusterBad(t *testing.T) {
 // is Ready through the shim, app runs on, and kubectl debug --target goes
 // through the shim via NRI, with its Event.
 func (r *run) clusterInstall(t *testing.T) {
+	r.clusterSetup(t)
 	kubelet := r.unitPID(t, "kubelet")
-	r.sh(t, time.Minute, `rm -f /run/nst-killer.log
-nohup sh -c 'until grep -qF "\"phase\": \"kubelet-restarted\"" `+installState+` 2>/dev/null; do sleep 0.2; done
-pid=$(pgrep -f "^/usr/local/bin/cri-nstarget-install install"); kill -9 $pid; echo "killed $pid at $(date +%T.%N)"' >/run/nst-killer.log 2>&1 </dev/null &`)
 	start, guestStart := time.Now(), r.guestNow(t)
 	r.applyCluster(t, "v1", false)
+	r.killAfterRestart(t, r.installerStarted(t, "v1", 5*time.Minute))
 	pod := r.waitInstall(t, "v1", "install", "installed", true, 10*time.Minute)
-	t.Logf("installed %s after kubectl apply; killer: %s", since(start), r.sh(t, time.Minute, "cat /run/nst-killer.log"))
+	t.Logf("installed %s after kubectl apply; killer: %s", since(start), r.killed(t, time.Minute))
 	if n := pod.Status.ContainerStatuses[0].RestartCount; n != 1 {
 		t.Errorf("the installer's container restarted %d times, want 1 (killed once)", n)
 	}
@@ -342,7 +408,7 @@ pid=$(pgrep -f "^/usr/local/bin/cri-nstarget-install install"); kill -9 $pid; ec
 	if logs := r.installerLog(t, pod, 1); !strings.Contains(logs, "resuming: the kubelet was restarted") {
 		t.Errorf("the second installer did not resume from the state")
 	}
-	t.Logf("event: %s", r.nodeEvent(t, "Installed"))
+	t.Logf("event: %s", r.nodeEvent(t, "Installed", "v0.0.0-node.1"))
 	if n := r.sh(t, time.Minute, fmt.Sprintf("journalctl -u kubelet -o cat --since=@%d | grep -c '^Started kubelet' || true", guestStart.Unix())); n != "1" {
 		t.Errorf("the kubelet started %s times since the apply, want 1", n)
 	}
@@ -353,7 +419,7 @@ pid=$(pgrep -f "^/usr/local/bin/cri-nstarget-install install"); kill -9 $pid; ec
 		t.Errorf("the kubelet runs on %s, want the shim's", ep)
 	}
 	t.Logf("%s: %s", kubeadmFlagsPath, r.sh(t, time.Minute, "cat "+kubeadmFlagsPath))
-	if cfg := r.sh(t, time.Minute, "cat /etc/cri-nstarget/config.toml"); !strings.Contains(cfg, "events_kubeconfig = '/etc/cri-nstarget/events.kubeconfig'") {
+	if cfg := r.sh(t, time.Minute, "cat /etc/cri-nstarget/config.toml"); !strings.Contains(cfg, "events_kubeconfig = '/etc/kubernetes/kubelet.conf'") {
 		t.Errorf("the config the installer wrote:\n%s", cfg)
 	}
 	r.waitReady(t, time.Minute)
@@ -369,7 +435,7 @@ func (r *run) clusterUpgrade(t *testing.T) {
 	start := time.Now()
 	r.applyCluster(t, "v2", false)
 	pod := r.waitInstall(t, "v2", "install", "installed", true, 5*time.Minute)
-	t.Logf("upgraded %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Upgraded"))
+	t.Logf("upgraded %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Upgraded", ""))
 	r.logInstaller(t, pod)
 	if now := r.unitPID(t, "kubelet"); now != kubelet {
 		t.Errorf("the kubelet was restarted (pid %s, was %s)", now, kubelet)
@@ -391,7 +457,7 @@ func (r *run) clusterCleanup(t *testing.T) {
 	start, guestStart := time.Now(), r.guestNow(t)
 	r.applyCluster(t, "v2", true)
 	pod := r.waitInstall(t, "v2", "cleanup", "", true, 10*time.Minute)
-	t.Logf("cleaned up %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Removed"))
+	t.Logf("cleaned up %s after kubectl apply; event: %s", since(start), r.nodeEvent(t, "Removed", ""))
 	r.logInstaller(t, pod)
 	if ep := r.kubeletEndpoint(t); ep != containerdSocket {
 		t.Errorf("the kubelet runs on %s, want containerd's", ep)

@@ -40,14 +40,22 @@ var (
 	containerd2 = os.Getenv("NSTARGET_CONTAINERD2_DIR") // containerd, containerd-shim-runc-v2 (2.4)
 	runc2       = os.Getenv("NSTARGET_RUNC2")           // runc 1.5 for it
 	// The cluster install's images (make image): two versions (OCI layout
-	// tars), and one whose shim is never healthy (an OCI layout).
-	imageV1  = os.Getenv("NSTARGET_NODE_IMAGE_V1")
-	imageV2  = os.Getenv("NSTARGET_NODE_IMAGE_V2")
-	imageBad = os.Getenv("NSTARGET_NODE_IMAGE_BAD")
+	// tars), one whose shim is never healthy, and two whose shim is healthy
+	// but useless (internal/badshim: the node NotReady through it, no
+	// container created through it) (OCI layouts).
+	imageV1       = os.Getenv("NSTARGET_NODE_IMAGE_V1")
+	imageV2       = os.Getenv("NSTARGET_NODE_IMAGE_V2")
+	imageBad      = os.Getenv("NSTARGET_NODE_IMAGE_BAD")
+	imageNotReady = os.Getenv("NSTARGET_NODE_IMAGE_NOTREADY")
+	imageNoCreate = os.Getenv("NSTARGET_NODE_IMAGE_NOCREATE")
 	// shimDropIn, when set, is installed as a drop-in of cri-nstarget.service
 	// (e.g. "[Service]\nType=simple", or ExecStart= with other flags): to
 	// see the tests fail without a mechanism the unit or a flag gives.
 	shimDropIn = os.Getenv("NSTARGET_NODE_SHIM_DROPIN")
+	// installArgs, when set, are added to the installer's arguments in
+	// the DaemonSet (e.g. a bound set otherwise): to see the tests fail
+	// without a mechanism a flag gives.
+	installArgs = os.Getenv("NSTARGET_NODE_INSTALL_ARGS")
 )
 
 func TestMain(m *testing.M) {
@@ -56,6 +64,7 @@ func TestMain(m *testing.M) {
 		"NSTARGET_NODE_DEB_UPGRADE": debNew, "NSTARGET_KUBERNETES_BIN": kubeBin, "NSTARGET_ETCD": etcdBin,
 		"NSTARGET_NODE_CRICTL": crictlBin, "NSTARGET_CONTAINERD2_DIR": containerd2, "NSTARGET_RUNC2": runc2,
 		"NSTARGET_NODE_IMAGE_V1": imageV1, "NSTARGET_NODE_IMAGE_V2": imageV2, "NSTARGET_NODE_IMAGE_BAD": imageBad,
+		"NSTARGET_NODE_IMAGE_NOTREADY": imageNotReady, "NSTARGET_NODE_IMAGE_NOCREATE": imageNoCreate,
 	} {
 		if v == "" {
 			fmt.Fprintf(os.Stderr, "node: %s is unset (make node-e2e sets every input)\n", name)

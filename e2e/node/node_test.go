@@ -119,7 +119,7 @@ func TestNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	images := map[string]*harness.Image{harness.BusyboxName: busybox, harness.PauseName: pause}
-	for tag, path := range map[string]string{"v1": imageV1, "v2": imageV2, "bad": imageBad} {
+	for tag, path := range map[string]string{"v1": imageV1, "v2": imageV2, "bad": imageBad, "notready": imageNotReady, "nocreate": imageNoCreate} {
 		if images[installImage+":"+tag], err = loadImage(path); err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,8 @@ func runNode(t *testing.T, b backend, registry string) {
 	shimUnit := []step{{"logs", r.logs}, {"restarts", r.restarts}}
 	steps := []step{{"base", r.base}}
 	if b.cluster {
-		steps = append(steps, step{"cluster-bad", r.clusterBad}, step{"cluster-install", r.clusterInstall})
+		steps = append(steps, step{"cluster-bad", r.clusterBad}, step{"cluster-notready", r.clusterNotReady},
+			step{"cluster-guard", r.clusterGuard}, step{"cluster-install", r.clusterInstall})
 		steps = append(steps, shimUnit...)
 		steps = append(steps, step{"cluster-upgrade", r.clusterUpgrade}, step{"cluster-cleanup", r.clusterCleanup},
 			step{"install", r.install}, step{"debug", r.debugTarget})

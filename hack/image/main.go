@@ -23,6 +23,9 @@
 //	                                                  oci-archive:, ctr images import)
 //	cri-nstarget-image-VERSION-linux-ARCH.tar         one architecture as a `docker save` tarball
 //	                                                  (docker load, podman load, ctr images import)
+//	digest                                            the index's digest (sha256:...), which
+//	                                                  `skopeo copy --all` keeps: make release writes
+//	                                                  it into its deploy/ and Helm chart
 //
 // Every date in them is --epoch (the commit's), every tar entry is in name
 // order with uid and gid 0: the same inputs give the same bytes.
@@ -132,12 +135,25 @@ func build(o options) error {
 			return err
 		}
 	}
+	return writeLayout(o, idx, when)
+}
+
+// writeLayout writes the index as an OCI layout, its digest, and the
+// layout as one tar.
+func writeLayout(o options, idx v1.ImageIndex, when time.Time) error {
 	oci := filepath.Join(o.out, "oci")
 	p, err := layout.Write(oci, empty.Index)
 	if err != nil {
 		return err
 	}
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": o.version})); err != nil {
+		return err
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "digest"), []byte(d.String()+"\n"), 0o644); err != nil {
 		return err
 	}
 	// What a consumer reads: the layout, every digest and size checked.

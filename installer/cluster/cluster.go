@@ -1,6 +1,9 @@
 // Package cluster is the installer's Node in the apiserver, through
 // client-go: its Ready condition, its state label and annotation, and
-// Events on it. The apiserver keeps an Event about a Node (which has no
+// Events on it. An apiserver that cannot be reached (no connection, a
+// timeout, 5xx, 429) is told apart from an answer: Ready's error then wraps
+// installer.ErrUnreachable, SetState retries with backoff until ctx ends,
+// and Event for EventPatience. The apiserver keeps an Event about a Node (which has no
 // namespace) in the namespace default, as the kubelet's: `kubectl describe
 // node` lists them with the kubelet's, and `kubectl events --for node/NAME`.
 package cluster
@@ -47,6 +50,11 @@ type Node struct {
 	Name   string // the Node's
 	// Timeout bounds each call; default 10s.
 	Timeout time.Duration
+	// Backoff is the first pause between tries of a call that found the
+	// apiserver unreachable, doubled each time up to 30 s; default 1s.
+	// EventPatience bounds the tries of an Event; default 2m.
+	Backoff       time.Duration
+	EventPatience time.Duration
 
 	mu  sync.Mutex
 	uid types.UID
@@ -66,7 +74,7 @@ func (n *Node) Ready(ctx context.Context) (bool, time.Time, error) {
 	defer cancel()
 	node, err := n.Nodes.Get(ctx, n.Name, metav1.GetOptions{})
 	if err != nil {
-		return false, time.Time{}, fmt.Errorf("get node %s: %w", n.Name, err)
+		return false, time.Time{}, classify(fmt.Sprintf("get node %s", n.Name), err)
 	}
 	n.mu.Lock()
 	n.uid = node.UID
@@ -82,8 +90,6 @@ func (n *Node) Ready(ctx context.Context) (bool, time.Time, error) {
 // SetState sets the Node's state label and its detail annotation; an
 // empty state removes both.
 func (n *Node) SetState(ctx context.Context, state, detail string) error {
-	ctx, cancel := n.ctx(ctx)
-	defer cancel()
 	var label, note any // JSON null removes
 	if state != "" {
 		label, note = state, detail
@@ -95,25 +101,38 @@ func (n *Node) SetState(ctx context.Context, state, detail string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := n.Nodes.Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("label node %s: %w", n.Name, err)
-	}
-	return nil
+	return n.retry(ctx, fmt.Sprintf("label node %s", n.Name), func(ctx context.Context) error {
+		_, err := n.Nodes.Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
 }
 
 // Event posts an Event on the Node, best effort: an error is returned to
 // no one, the installer's log has the same message.
 func (n *Node) Event(ctx context.Context, warning bool, reason, message string) {
-	ctx, cancel := n.ctx(ctx)
+	patience := n.EventPatience
+	if patience <= 0 {
+		patience = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
+	ev := n.event(warning, reason, message)
+	_ = n.retry(ctx, "post an event", func(ctx context.Context) error {
+		if ev.InvolvedObject.UID == "" {
+			if node, err := n.Nodes.Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+				ev.InvolvedObject.UID = node.UID
+			}
+		}
+		_, err := n.Events.Create(ctx, ev, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// event is the Event to post.
+func (n *Node) event(warning bool, reason, message string) *corev1.Event {
 	n.mu.Lock()
 	uid := n.uid
 	n.mu.Unlock()
-	if uid == "" {
-		if node, err := n.Nodes.Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
-			uid = node.UID
-		}
-	}
 	typ := corev1.EventTypeNormal
 	if warning {
 		typ = corev1.EventTypeWarning
@@ -122,7 +141,7 @@ func (n *Node) Event(ctx context.Context, warning bool, reason, message string) 
 		message = message[:maxMessage-3] + "..."
 	}
 	now := metav1.Now()
-	_, _ = n.Events.Create(ctx, &corev1.Event{
+	return &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: EventNamespace},
 		InvolvedObject:      corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: uid},
 		Reason:              reason,
@@ -134,5 +153,5 @@ func (n *Node) Event(ctx context.Context, warning bool, reason, message string) 
 		Count:               1,
 		ReportingController: "cri-nstarget.io/install",
 		ReportingInstance:   n.Name,
-	}, metav1.CreateOptions{})
+	}
 }

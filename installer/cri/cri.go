@@ -1,6 +1,8 @@
 // Package cri is what the installer asks of CRI sockets, over grpc-go: the
-// shim's grpc.health.v1 service, the runtime's Version, and the containers
-// still to start (CREATED). Each call dials the socket and closes it.
+// shim's grpc.health.v1 service, the runtime's Version, the containers
+// still to start (CREATED), and a smoke test (a sandbox and a container
+// created, run to exit 0 and removed). Each call dials the socket and
+// closes it.
 package cri
 
 import (
@@ -59,6 +61,34 @@ func (c Client) Runtime(ctx context.Context, socket string) (name, version strin
 		return nil
 	})
 	return name, version, err
+}
+
+// ImageOf is the image (its id, as the runtime resolved it) of a running
+// container of the pod whose uid is podUID: the installer's own, which is
+// on the node since the installer runs from it.
+func (c Client) ImageOf(ctx context.Context, socket, podUID string) (string, error) {
+	var image string
+	err := c.call(ctx, socket, func(ctx context.Context, conn *grpc.ClientConn) error {
+		r, err := runtimeapi.NewRuntimeServiceClient(conn).ListContainers(ctx, &runtimeapi.ListContainersRequest{
+			Filter: &runtimeapi.ContainerFilter{
+				State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+				LabelSelector: map[string]string{"io.kubernetes.pod.uid": podUID},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		for _, ctr := range r.Containers {
+			if image = ctr.ImageRef; image == "" && ctr.Image != nil {
+				image = ctr.Image.Image
+			}
+			if image != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no running container of pod %s", podUID)
+	})
+	return image, err
 }
 
 // Created lists the containers in state CREATED.

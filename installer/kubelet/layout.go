@@ -202,6 +202,10 @@ func paths(files []File, kinds ...Kind) string {
 	return strings.Join(ps, ", ")
 }
 
+// FlagValue is the value of the kubelet's last flag (e.g. "--kubeconfig")
+// on its command line argv, as the kubelet reads it.
+func FlagValue(argv []string, flag string) (string, bool) { return parseArgs(argv).last(flag) }
+
 // args are the kubelet's flags as pflag reads them: --name=value or
 // --name value, '_' and '-' alike in names, nothing after "--".
 type args []string

@@ -91,8 +91,13 @@ type Held struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	mu   sync.Mutex
-	lost error // set when another holder was found on the slot
+	mu sync.Mutex // guards the fields below, written by the renewing goroutine
+	// renewed is when the slot was last written as this node's; taken is
+	// set once another holder was found on it, failed is the last
+	// renewal's error (nil once one succeeds again).
+	renewed time.Time
+	taken   error
+	failed  error
 }
 
 // Acquire returns once this node holds a slot: one it already holds (a
@@ -222,7 +227,7 @@ func (s *Slots) write(ctx context.Context, l *coordinationv1.Lease, exists, taki
 // hold starts renewing name until Release or Abandon.
 func (s *Slots) hold(ctx context.Context, name string) *Held {
 	ctx, stop := context.WithCancel(ctx)
-	h := &Held{Name: name, s: s, stop: stop, done: make(chan struct{})}
+	h := &Held{Name: name, s: s, stop: stop, done: make(chan struct{}), renewed: s.o.Now()}
 	go func() {
 		defer close(h.done)
 		t := time.NewTicker(s.o.Renew)
@@ -233,11 +238,21 @@ func (s *Slots) hold(ctx context.Context, name string) *Held {
 				return
 			case <-t.C:
 			}
-			if err := h.renew(ctx); err != nil && ctx.Err() == nil {
-				h.mu.Lock()
-				h.lost = err
-				h.mu.Unlock()
+			now := s.o.Now()
+			err := h.renew(ctx)
+			if ctx.Err() != nil {
+				return
 			}
+			h.mu.Lock()
+			switch {
+			case errors.Is(err, errTaken):
+				h.taken = err
+			case err != nil:
+				h.failed = err
+			default:
+				h.renewed, h.failed = now, nil
+			}
+			h.mu.Unlock()
 		}
 	}()
 	return h
@@ -250,18 +265,28 @@ func (h *Held) renew(ctx context.Context) error {
 		return fmt.Errorf("renew lease %s: %w", h.Name, err)
 	}
 	if holder(l) != h.s.o.Holder {
-		return fmt.Errorf("lease %s is held by %q now", h.Name, holder(l))
+		return fmt.Errorf("lease %s is held by %q now: %w", h.Name, holder(l), errTaken)
 	}
 	return h.s.write(ctx, l, true, false)
 }
 
-// Lost is the last renewal's error, if the slot could not be renewed (an
-// apiserver that did not answer, or another holder took it after it
-// expired).
+// errTaken: another node holds the slot.
+var errTaken = errors.New("taken by another node")
+
+// Lost says why the slot may no longer be this node's: another holder was
+// found on it, or it was not renewed for its duration (others may take it
+// now). A renewal that failed within the duration (the apiserver out of
+// reach for a while) is not a loss.
 func (h *Held) Lost() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lost
+	if h.taken != nil {
+		return h.taken
+	}
+	if since := h.s.o.Now().Sub(h.renewed); since >= h.s.o.Duration {
+		return fmt.Errorf("lease %s not renewed for %s (it may be another node's now): %v", h.Name, since.Round(time.Second), h.failed)
+	}
+	return nil
 }
 
 // Abandon stops renewing the slot and leaves it held, as a process that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,4 +187,53 @@ func TestRenewKeepsIt(t *testing.T) {
 		t.Fatalf("after node-a released it: %v", err)
 	}
 	got.Release(ctx)
+}
+
+// TestLost: a renewal that fails for less than the lease's duration (the
+// apiserver out of reach) is not a loss; unrenewed for the duration, or
+// held by another node, the slot is lost, and Lost says so.
+func TestLost(t *testing.T) {
+	cs := clientset()
+	var down atomic.Bool
+	cs.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("the apiserver is away")
+		}
+		return false, nil, nil
+	})
+	const duration = time.Second
+	a := newSlots(t, cs, "node-a", 1, duration)
+	ctx := context.Background()
+	h, err := a.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	time.Sleep(duration / 2)
+	if err := h.Lost(); err != nil {
+		t.Errorf("lost after %v of apiserver errors, under the duration: %v", duration/2, err)
+	}
+	time.Sleep(duration)
+	if err := h.Lost(); err == nil || !strings.Contains(err.Error(), "not renewed for") {
+		t.Errorf("unrenewed for longer than its duration: Lost %v", err)
+	}
+	down.Store(false)
+	time.Sleep(100 * time.Millisecond)
+	if err := h.Lost(); err != nil {
+		t.Errorf("renewed again: Lost %v", err)
+	}
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "cri-nstarget-install-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "node-b"
+	l.Spec.HolderIdentity = &other
+	if _, err := cs.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := h.Lost(); err == nil || !strings.Contains(err.Error(), `held by "node-b"`) {
+		t.Errorf("taken by node-b: Lost %v", err)
+	}
+	h.Abandon()
 }

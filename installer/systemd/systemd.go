@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -59,7 +60,9 @@ func (c *Conn) Unit(ctx context.Context, name string) (installer.Unit, error) {
 	u.ActiveState, _ = p["ActiveState"].(string)
 	u.Files.FragmentPath, _ = p["FragmentPath"].(string)
 	u.Files.DropInPaths, _ = p["DropInPaths"].([]string)
-	if u.LoadState != "loaded" {
+	// Only a service has Service properties: asking them of a timer is
+	// an error.
+	if u.LoadState != "loaded" || !strings.HasSuffix(name, ".service") {
 		return u, nil
 	}
 	s, err := c.c.GetUnitTypePropertiesContext(ctx, name, "Service")
