@@ -427,9 +427,9 @@ node-conformance:
 # that the cheaper legs fail first); then the node.
 LEG = ./hack/leg.sh $@
 test: CRITEST_BACKENDS = $(TEST_CRITEST_BACKENDS)
-test: deps lint unit chart-check race fuzz install-check release-check \
+test: deps lint unit chart-check deploy-admission race fuzz install-check release-check \
 	$(foreach b,$(BACKENDS),integration-containerd-$(b) $(if $(filter 2.4,$(b)),integration-containerd-2.4-update) conformance-containerd-$(b)) \
-	deploy-admission $(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
+	$(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
 
 # make run: a private containerd, RUN_BACKEND (default 2.4, the newest
