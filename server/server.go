@@ -94,7 +94,7 @@ type Server struct {
 	nri     *nriplugin.Plugin // nil: the Update path only
 	plugin  *pluginMode       // the plugin mode; nil: the proxy
 	log     *logrus.Entry
-	grpc    *grpc.Server // nil in the plugin mode
+	grpc    *grpc.Server   // nil in the plugin mode
 	metrics Metrics        // nil: none
 	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
 	// life is the server's lifetime: it ends when Shutdown begins (stop),
