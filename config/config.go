@@ -259,11 +259,6 @@ func (c Config) problems() []problem {
 			ps = append(ps, problem{key, err.Error()})
 		}
 	}
-	switch c.Mode {
-	case "proxy", "plugin":
-	default:
-		add("mode", fmt.Errorf("%q is not a mode (want proxy or plugin)", c.Mode))
-	}
 	add("listen", unixPath(c.Listen))
 	add("runtime_endpoint", unixPath(c.RuntimeEndpoint))
 	add("containerd_address", unixPath(c.ContainerdAddress))
@@ -297,15 +292,7 @@ func (c Config) problems() []problem {
 				"put the socket outside it, e.g. listen = \"unix:///run/cri-nstarget.sock\"", c.SocketGroup, dir))
 		}
 	}
-	switch {
-	case c.TargetingVia != "auto" && c.TargetingVia != "nri" && c.TargetingVia != "update":
-		add("targeting_via", fmt.Errorf("%q is not a targeting path (want auto, nri or update)", c.TargetingVia))
-	case c.Mode == "plugin" && c.TargetingVia == "update":
-		add("targeting_via", fmt.Errorf("%q: the plugin mode targets through containerd's NRI only (want auto or nri, or mode = \"proxy\")", c.TargetingVia))
-	}
-	if c.TargetingVia != "update" || c.Mode == "plugin" {
-		add("nri_socket", unixPath(c.NRISocket))
-	}
+	c.targetingProblems(add)
 	if c.EventsKubeconfig != "" && !filepath.IsAbs(c.EventsKubeconfig) {
 		add("events_kubeconfig", fmt.Errorf("%q is not an absolute path (empty: no events)", c.EventsKubeconfig))
 	}
@@ -315,6 +302,23 @@ func (c Config) problems() []problem {
 		}
 	}
 	return ps
+}
+
+// targetingProblems checks the mode and how targeting goes (add takes
+// each problem).
+func (c Config) targetingProblems(add func(key string, err error)) {
+	if c.Mode != "proxy" && c.Mode != "plugin" {
+		add("mode", fmt.Errorf("%q is not a mode (want proxy or plugin)", c.Mode))
+	}
+	switch {
+	case c.TargetingVia != "auto" && c.TargetingVia != "nri" && c.TargetingVia != "update":
+		add("targeting_via", fmt.Errorf("%q is not a targeting path (want auto, nri or update)", c.TargetingVia))
+	case c.Mode == "plugin" && c.TargetingVia == "update":
+		add("targeting_via", fmt.Errorf("%q: the plugin mode targets through containerd's NRI only (want auto or nri, or mode = \"proxy\")", c.TargetingVia))
+	}
+	if c.TargetingVia != "update" || c.Mode == "plugin" {
+		add("nri_socket", unixPath(c.NRISocket))
+	}
 }
 
 // unixPath accepts "unix:///absolute/path" and, as crictl and containerd

@@ -94,10 +94,22 @@ func New(version, mode string) *Recorder {
 		}, []string{"channel"}),
 		methods: map[string]*series{},
 	}
+	r.series()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info", Help: "Always 1; the labels say which build runs.",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	r.own.MustRegister(r.requests, r.duration, r.targeting, r.path, r.events, r.dropped, build)
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// series makes every series known from the start, at 0 (alerts on a
+// rate see the first drop), and each CRI method's children.
+func (r *Recorder) series() {
 	for _, c := range SideChannels {
 		r.dropped.WithLabelValues(c)
 	}
-	// every series from the start, at 0: alerts on a rate see the first drop
 	r.events.WithLabelValues(events.ResultSent, events.ReasonNone)
 	for _, reason := range events.Reasons {
 		r.events.WithLabelValues(events.ResultDropped, reason)
@@ -111,13 +123,6 @@ func New(version, mode string) *Recorder {
 		}
 	}
 	r.unknown = r.newSeries(unknownMethod)
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "build_info", Help: "Always 1; the labels say which build runs.",
-	}, []string{"version", "goversion"})
-	build.WithLabelValues(version, runtime.Version()).Set(1)
-	r.own.MustRegister(r.requests, r.duration, r.targeting, r.path, r.events, r.dropped, build)
-	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return r
 }
 
 func (r *Recorder) newSeries(label string) *series {

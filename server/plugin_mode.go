@@ -112,7 +112,7 @@ func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 		return nil, err
 	}
 	defer f.answered()
-	prep := t.prepare(ctx, ctx, req, &plan{target: id, kinds: []namespaces.Kind{namespaces.PID}})
+	prep := t.prepare(ctx, ctx, req, &plan{target: id, kinds: []namespaces.Kind{namespaces.PID}, pid: pid})
 	defer prep.close()
 	failpoint("create:nri-event")
 	tg, d, err := t.before(prep)
@@ -136,15 +136,10 @@ func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 	return adj, nil
 }
 
-// decided marks d, decided before the container existed, as the plugin
-// mode's: the path containerd chose is what a fallback leaves, and the
-// target's process must be the one whose pid containerd wrote.
+// decided finishes d, decided before the container existed: the target's
+// process, as containerd names it, must be the one whose pid containerd
+// wrote into the container's spec.
 func (m *pluginMode) decided(d *decision, tg *target, pid uint32) {
-	d.rec.Mode = ModePlugin
-	kind := string(namespaces.PID)
-	r := d.rec.Namespaces[kind]
-	r.PodPath = procPIDPath(pid)
-	d.rec.Namespaces[kind] = r
 	if tg.failed == nil && tg.pid != pid {
 		d.fallBackTargeted(reasonPIDNotInPod, codes.FailedPrecondition,
 			fmt.Sprintf("containerd pointed the container at pid %d, and the target's process is pid %d", pid, tg.pid))

@@ -39,6 +39,11 @@ type failure struct {
 func decisionFor(req criwire.Create, p *plan, tg *target) decision {
 	d := decision{name: req.Name, rec: oci.Record{Target: tg.id, TargetName: tg.name, Pod: podOf(req.Pod), RuntimeHandler: tg.handler,
 		Namespaces: map[string]oci.NamespaceRecord{}}}
+	if p.pid != 0 {
+		// the plugin mode: a fallback leaves the path containerd chose
+		d.rec.Mode = ModePlugin
+		d.rec.Namespaces[string(namespaces.PID)] = oci.NamespaceRecord{PodPath: procPIDPath(p.pid)}
+	}
 	for _, u := range p.unknown {
 		d.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
 			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
@@ -50,7 +55,8 @@ func decisionFor(req criwire.Create, p *plan, tg *target) decision {
 		return d
 	}
 	for _, h := range tg.handles {
-		d.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino}
+		d.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino,
+			PodPath: d.rec.Namespaces[string(h.Kind)].PodPath}
 	}
 	return d
 }
