@@ -34,14 +34,15 @@ func debugCtr(path string) *nriapi.Container {
 
 var nriPod = &nriapi.PodSandbox{Id: "sb", Name: "web", Namespace: "shop", Uid: "0d6c"}
 
-// pidPath is the PID namespace path an adjustment sets; "" for none.
+// pidPath is the PID namespace path an adjustment sets; "(none)" when it
+// sets none (and leaves containerd's).
 func pidPath(adj *nriapi.ContainerAdjustment) string {
 	for _, n := range adj.GetLinux().GetNamespaces() {
 		if n.GetType() == "pid" {
 			return n.GetPath()
 		}
 	}
-	return ""
+	return "(none)"
 }
 
 // The plugin mode's answer to containerd's event for a TARGET container
@@ -83,7 +84,7 @@ func TestPluginModeCreate(t *testing.T) {
 				m.Synchronized([]*nriapi.PodSandbox{nriPod}, tc.synced)
 				adj, err := m.Create(nriPod, debugCtr("/proc/"+tc.pid+"/ns/pid"))
 				if tc.want != "targeted" && strict {
-					if codeOf(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), tc.want) || adj != nil ||
+					if err == nil || codeOf(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), tc.want) || adj != nil ||
 						!strings.Contains(err.Error(), "without strict_targeting it would be left as containerd made it") {
 						t.Fatalf("strict: %v, %v; want a refusal, FailedPrecondition, saying %s", adj, err, tc.want)
 					}
@@ -109,7 +110,7 @@ func TestPluginModeCreate(t *testing.T) {
 					}
 					return
 				}
-				if ns.Result != oci.Fallback || ns.ReasonKind != tc.want || pidPath(adj) != "" || r.pinned("dbg") {
+				if ns.Result != oci.Fallback || ns.ReasonKind != tc.want || pidPath(adj) != "(none)" || r.pinned("dbg") {
 					t.Errorf("pid record %+v, pid path %q, pinned %v: want containerd's path left, reason %s, no pin", ns, pidPath(adj), r.pinned("dbg"), tc.want)
 				}
 				if ns.PodPath != "/proc/"+tc.pid+"/ns/pid" {
