@@ -193,6 +193,9 @@ func TestPluginModeKilledMidCreate(t *testing.T) {
 		recs, _ := os.ReadDir(filepath.Join(s.StateDir(), "intents"))
 		return len(recs) == 0
 	})
+	if err == nil && !containerIDs(t)[first] {
+		t.Errorf("the container containerd made without the plugin's answer (%s) was removed at the restart: its client holds it", first)
+	}
 	dbg, err := createCfg(t, direct, p, &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "debug", Attempt: attempt},
 		Command: []string{"sleep", "3600"}, Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: targetOf(app)}}})
 	if err != nil {
