@@ -133,7 +133,7 @@ func indent(s string) string {
 // dropped is cri_nstarget_events_total{result="dropped",reason=reason}.
 func dropped(t *testing.T, reason string) float64 {
 	t.Helper()
-	v, ok := shimMetrics(t)[`cri_nstarget_events_total{reason="`+reason+`",result="dropped"}`]
+	v, ok := shimMetrics(t)[`cri_nstarget_events_total{mode="proxy",reason="`+reason+`",result="dropped"}`]
 	if !ok {
 		t.Fatalf("the shim's /metrics has no events_total series for reason %s", reason)
 	}

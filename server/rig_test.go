@@ -94,6 +94,13 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 // value: the fakes, the kernel's side faked, and nri (nil: the Update path).
 func buildRig(t testing.TB, strict bool, nri *nriplugin.Plugin, grpcOpts ...grpc.ServerOption) *rig {
 	t.Helper()
+	return buildRigMode(t, strict, nri, false, grpcOpts...)
+}
+
+// buildRigMode is buildRig in the plugin mode when plugin (nri then
+// watches every container, and no CRI is served).
+func buildRigMode(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool, grpcOpts ...grpc.ServerOption) *rig {
+	t.Helper()
 	r := &rig{
 		backend: &fakeBackend{},
 		tasks:   &fakeTasks{pid: 4242},
@@ -133,17 +140,21 @@ func buildRig(t testing.TB, strict bool, nri *nriplugin.Plugin, grpcOpts ...grpc
 		intents:  intents.New(t.TempDir()),
 		kernel:   k,
 		nri:      nri,
+		plugin:   plugin,
 		strict:   strict,
 		log:      logrus.NewEntry(log),
 		grpcOpts: grpcOpts,
 	})
-	r.shimLis = bufconn.Listen(1 << 20)
-	go r.server.Serve(r.shimLis)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		r.server.Shutdown(ctx)
 	})
+	if plugin {
+		return r
+	}
+	r.shimLis = bufconn.Listen(1 << 20)
+	go r.server.Serve(r.shimLis)
 	r.shim = dialMem(t, r.shimLis)
 	return r
 }
