@@ -45,7 +45,27 @@ func (in *Installer) inspect(ctx context.Context, st State) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
+	p, err := in.shimConfig(st, kn, l)
+	if err != nil {
+		return plan{}, err
+	}
+	if err := in.checkRuntime(ctx, l, p.socket); err != nil {
+		return plan{}, err
+	}
+	if err := in.checkOtherInstall(ctx, st); err != nil {
+		return plan{}, err
+	}
+	if p.edit, err = kubelet.Point(kn, l, p.socket); err != nil {
+		return plan{}, refusef("the kubelet's layout: %v", err)
+	}
+	return p, nil
+}
 
+// shimConfig is the plan's shim: the node's own configuration file when
+// it has one this installer did not write (its backend must be the
+// kubelet's), else the defaults in front of the kubelet's endpoint, to be
+// written.
+func (in *Installer) shimConfig(st State, kn kubelet.Node, l kubelet.Layout) (plan, error) {
 	p := plan{backend: l.Endpoint}
 	cfgData, haveCfg, err := readHost(in.o.Root, ConfigPath)
 	if err != nil {
@@ -64,53 +84,58 @@ func (in *Installer) inspect(ctx context.Context, st State) (plan, error) {
 		if !same {
 			return plan{}, refusef("%s sends the shim to %s, but the kubelet uses %s: make them the same, or remove the file", ConfigPath, cfg.RuntimeEndpoint, l.Endpoint)
 		}
-	} else {
-		cfg := config.Default()
-		sock, err := socketPath(l.Endpoint)
-		if err != nil {
-			return plan{}, refusef("the kubelet's runtime endpoint %s: want a unix socket", l.Endpoint)
-		}
-		cfg.RuntimeEndpoint, cfg.ContainerdAddress = l.Endpoint, sock
-		cfg.EventsKubeconfig = eventsKubeconfig(kn.Argv)
-		if p.config, err = cfg.Marshal(); err != nil {
-			return plan{}, err
-		}
-		p.socket, p.shimRun = cfg.Listen, cfg.StateDir
+		return p, nil
 	}
-	onShim, err := in.sameSocket(l.Endpoint, p.socket)
+	cfg := config.Default()
+	sock, err := socketPath(l.Endpoint)
 	if err != nil {
+		return plan{}, refusef("the kubelet's runtime endpoint %s: want a unix socket", l.Endpoint)
+	}
+	cfg.RuntimeEndpoint, cfg.ContainerdAddress = l.Endpoint, sock
+	cfg.EventsKubeconfig = eventsKubeconfig(kn.Argv)
+	if p.config, err = cfg.Marshal(); err != nil {
 		return plan{}, err
 	}
+	p.socket, p.shimRun = cfg.Listen, cfg.StateDir
+	return p, nil
+}
+
+// checkRuntime refuses a kubelet already on the shim's socket, or whose
+// runtime is not containerd answering the CRI.
+func (in *Installer) checkRuntime(ctx context.Context, l kubelet.Layout, shimSocket string) error {
+	onShim, err := in.sameSocket(l.Endpoint, shimSocket)
+	if err != nil {
+		return err
+	}
 	if onShim {
-		return plan{}, refusef("the kubelet already uses the shim's socket %s, and this installer did not put it there (cri-nstarget's package, or by hand): remove that install first", p.socket)
+		return refusef("the kubelet already uses the shim's socket %s, and this installer did not put it there (cri-nstarget's package, or by hand): remove that install first", shimSocket)
 	}
 	name, version, err := in.o.CRI.Runtime(ctx, in.socket(l.Endpoint))
 	if err != nil {
-		return plan{}, refusef("the kubelet's runtime at %s does not answer the CRI: %v", l.Endpoint, err)
+		return refusef("the kubelet's runtime at %s does not answer the CRI: %v", l.Endpoint, err)
 	}
 	if name != "containerd" {
-		return plan{}, refusef("the kubelet's runtime at %s is %s %s: cri-nstarget runs in front of containerd", l.Endpoint, name, version)
+		return refusef("the kubelet's runtime at %s is %s %s: cri-nstarget runs in front of containerd", l.Endpoint, name, version)
 	}
+	return nil
+}
 
-	// Another install of the shim: the package's unit, or files this
-	// installer did not write.
+// checkOtherInstall refuses another install of the shim: the package's
+// unit, or files this installer did not write.
+func (in *Installer) checkOtherInstall(ctx context.Context, st State) error {
 	u, err := in.o.Systemd.Unit(ctx, UnitName)
 	if err != nil {
-		return plan{}, err
+		return err
 	}
 	if u.LoadState == "loaded" && u.Files.FragmentPath != UnitPath {
-		return plan{}, refusef("%s is already installed from %s (cri-nstarget's package, or by hand): remove it first, or keep it and leave this node out", UnitName, u.Files.FragmentPath)
+		return refusef("%s is already installed from %s (cri-nstarget's package, or by hand): remove it first, or keep it and leave this node out", UnitName, u.Files.FragmentPath)
 	}
 	for _, f := range []string{UnitPath, in.binPath()} {
 		if hostExists(in.o.Root, f) && !created(st, f) {
-			return plan{}, refusef("%s exists and this installer did not write it: remove it first, or leave this node out", f)
+			return refusef("%s exists and this installer did not write it: remove it first, or leave this node out", f)
 		}
 	}
-
-	if p.edit, err = kubelet.Point(kn, l, p.socket); err != nil {
-		return plan{}, refusef("the kubelet's layout: %v", err)
-	}
-	return p, nil
+	return nil
 }
 
 // readKubelet reads the running kubelet: its unit, its command line and

@@ -109,17 +109,8 @@ func (in *Installer) restoreKubelet(ctx context.Context, st *State) error {
 		return nil // the kubelet that runs never read the edit
 	}
 	if changed {
-		mode, err := fileMode(in.o.Root, e.Path)
-		if err != nil {
+		if err := in.writeKubelet(ctx, e, content); err != nil {
 			return err
-		}
-		if err := writeFile(in.o.Root, e.Path, content, mode); err != nil {
-			return fmt.Errorf("restore %s: %w", e.Path, err)
-		}
-		if e.Reload() {
-			if err := in.o.Systemd.Reload(ctx); err != nil {
-				return err
-			}
 		}
 	}
 	if err := in.at("kubelet:reverted"); err != nil {
@@ -147,6 +138,22 @@ func (in *Installer) restoreKubelet(ctx context.Context, st *State) error {
 		return fmt.Errorf("the node was not Ready on %s within %s of the kubelet's restart: %w", e.From, in.o.ReadyTimeout, err)
 	}
 	in.o.Log.WithFields(map[string]any{"endpoint": e.From, "file": e.Path}).Info("the kubelet is back on its own runtime endpoint, and the node Ready")
+	return nil
+}
+
+// writeKubelet writes the kubelet's file back as content, with its mode,
+// and reloads systemd when the file is one of its units or drop-ins.
+func (in *Installer) writeKubelet(ctx context.Context, e kubelet.Edit, content []byte) error {
+	mode, err := fileMode(in.o.Root, e.Path)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(in.o.Root, e.Path, content, mode); err != nil {
+		return fmt.Errorf("restore %s: %w", e.Path, err)
+	}
+	if e.Reload() {
+		return in.o.Systemd.Reload(ctx)
+	}
 	return nil
 }
 

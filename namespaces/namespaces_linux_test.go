@@ -71,12 +71,13 @@ func TestPinOutlivesProcess(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a PID namespace and bind-mounts it")
 	}
-	cmd := exec.Command("unshare", "--pid", "--fork", "sleep", "600")
+	cmd := exec.Command("unshare", "--pid", "--kill-child", "sleep", "600")
 	if err := cmd.Start(); err != nil {
 		t.Skipf("unshare unavailable: %v", err)
 	}
 	defer cmd.Process.Kill()
 	child := waitChild(t, cmd.Process.Pid)
+	t.Cleanup(func() { waitGone(t, child) })
 	hs, err := Open(child, []Kind{PID})
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +131,19 @@ func waitChild(t *testing.T, parent int) int {
 	}
 	t.Fatal("unshare started no child")
 	return 0
+}
+
+// waitGone fails the test unless pid (unshare's forked child, which
+// --kill-child kills with unshare) is gone within 5 s: a test leaves no
+// process behind, nor the fds it inherited (a CI's lock among them).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+	}
+	t.Errorf("process %d outlived the test", pid)
 }
 
 func mounted(path string) bool {

@@ -17,7 +17,7 @@ func TestCanJoin(t *testing.T) {
 		t.Skip("needs root: runs processes as another user")
 	}
 	owned := exec.Command("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
-		"unshare", "--user", "--map-root-user", "--pid", "--fork", "sleep", "600")
+		"unshare", "--user", "--map-root-user", "--pid", "--kill-child", "sleep", "600")
 	sibling := exec.Command("setpriv", "--reuid=1001", "--regid=1001", "--clear-groups",
 		"unshare", "--user", "sleep", "600")
 	for _, cmd := range []*exec.Cmd{owned, sibling} {
@@ -27,6 +27,7 @@ func TestCanJoin(t *testing.T) {
 		defer func(cmd *exec.Cmd) { cmd.Process.Kill(); cmd.Wait() }(cmd)
 	}
 	inner := waitChild(t, owned.Process.Pid) // setpriv execs unshare, which forks sleep
+	t.Cleanup(func() { waitGone(t, inner) })
 	proc := func(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/ns/user" }
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if same, err := Same(proc(sibling.Process.Pid), "/proc/self/ns/user"); err == nil && !same {
