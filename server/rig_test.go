@@ -1008,6 +1008,12 @@ func specAny(t *testing.T, s *specs.Spec) *anypb.Any {
 // adaptation package), in this process, with a socket of its own.
 func nriRuntime(t testing.TB, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
 	t.Helper()
+	return nriRuntimeOf(t, "v2.4.2", opts...)
+}
+
+// nriRuntimeOf is nriRuntime as containerd of that version runs it.
+func nriRuntimeOf(t testing.TB, version string, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
+	t.Helper()
 	quietNRI.Do(func() { nrilog.Set(quietLog{}) }) // a global: set once, before any runtime runs
 	dir, err := os.MkdirTemp("", "nri")            // short: a unix socket path
 	if err != nil {
@@ -1022,7 +1028,7 @@ func nriRuntime(t testing.TB, opts ...adaptation.Option) (*adaptation.Adaptation
 	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
 		return nil, nil
 	}
-	a, err := adaptation.New("containerd", "v2.4.2", sync, update, append([]adaptation.Option{adaptation.WithSocketPath(socket),
+	a, err := adaptation.New("containerd", version, sync, update, append([]adaptation.Option{adaptation.WithSocketPath(socket),
 		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf"))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

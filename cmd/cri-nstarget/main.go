@@ -125,7 +125,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	})
 	mx.serve(srv, log)
 	if cfg.Mode == server.ModePlugin {
-		err = runPlugin(ctx, cfg, srv, log)
+		err = runPlugin(ctx, cfg, srv, ev, log)
 	} else {
 		err = serveCRI(ctx, cfg, srv, log)
 	}
@@ -168,9 +168,14 @@ func serveCRI(ctx context.Context, cfg conf.Config, srv *server.Server, log *log
 // runPlugin is the plugin mode: the server's NRI plugin answers
 // containerd's events (it connects, and connects again, by itself) until
 // ctx is done. What a crash left is reconciled at start-up, and again at
-// each NRI synchronization.
-func runPlugin(ctx context.Context, cfg conf.Config, srv *server.Server, log *logrus.Entry) error {
+// each NRI synchronization. When its first attempt finds no usable NRI, a
+// Warning on the node says so, once.
+func runPlugin(ctx context.Context, cfg conf.Config, srv *server.Server, ev *podEvents, log *logrus.Entry) error {
 	via, why := prepareToServe(ctx, srv, log)
+	if e, ok := pluginUnsupported(via, why); ok {
+		log.WithField("why", why).Warn("containerd's NRI is not usable: the plugin does nothing until it is (not ready on /healthz)")
+		ev.postNode(e)
+	}
 	log.WithFields(logrus.Fields{"nri": cfg.NRISocket, "containerd": cfg.ContainerdAddress, "strict": cfg.StrictTargeting,
 		"version": currentBuild().Version, "via": via, "via_why": why}).Info("running as an NRI plugin of containerd (mode plugin): no CRI socket")
 	sdNotify(log, daemon.SdNotifyReady)
