@@ -269,7 +269,7 @@ UPDATE_PATH_TESTS ?= Target|IPC|UserNamespaced|PIDReuse|Crash|Pins|Refus|Prefix|
 .PHONY: integration-containerd-2.4-update
 integration-containerd-2.4-update: deps build
 	$(call backend_env,2.4) NSTARGET_REQUIRE_USERNS=1 NSTARGET_SHIM_FLAGS="--targeting-via update" \
-		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 10m -run '$(UPDATE_PATH_TESTS)' -skip 'TestNRI' ./integration/
+		$(LEG) $(GO) test -tags integration -count=1 -v -timeout 10m -run '$(UPDATE_PATH_TESTS)' -skip 'TestNRI|TestPluginMode' ./integration/
 
 # End to end with a real kubelet (e2e/, internal/cluster): a private
 # containerd, the shim in front of it, and on 127.0.0.1 etcd (Debian's

@@ -34,6 +34,7 @@ const DefaultEventsKubeconfig = "/etc/kubernetes/kubelet.conf"
 // file; the flag is the key with '-' for '_'; the comment tag is the flag's
 // usage and the comment above the key in `cri-nstarget config default`.
 type Config struct {
+	Mode                string   `toml:"mode" comment:"proxy: a CRI proxy in front of containerd, serving listen to the kubelet (the default); plugin (experimental): no CRI socket, the kubelet talks to containerd directly, and cri-nstarget is an NRI plugin of it (containerd 2.2 and later), pinning a TARGET container's namespace in containerd's own create; while it is not connected, containerd creates as it would without it (docs/operations.md)"`
 	Listen              string   `toml:"listen" comment:"CRI socket served to kubelet and crictl (unix:///absolute/path, or /absolute/path); mode 0660; a socket left by a crash is replaced, one another process serves is an error"`
 	RuntimeEndpoint     string   `toml:"runtime_endpoint" comment:"backend CRI endpoint (containerd's CRI plugin)"`
 	ContainerdAddress   string   `toml:"containerd_address" comment:"containerd API socket, for container specs and task pids"`
@@ -49,12 +50,14 @@ type Config struct {
 	TargetingVia        string   `toml:"targeting_via" comment:"how a targeted container's spec is written: auto (through containerd's NRI where it adjusts namespaces, containerd 2.2+; else through containerd's API after CreateContainer), nri (NRI only: TARGET creates fail while it is not usable) or update"`
 	NRISocket           string   `toml:"nri_socket" comment:"containerd's NRI socket (targeting_via auto or nri)"`
 	EventsKubeconfig    string   `toml:"events_kubeconfig" comment:"kubeconfig whose identity posts an Event on the pod of every container that asks for TARGET, saying whether it joined its target (kubectl describe pod shows it); by default the kubelet's own, read when the first event is due and again when it changes; empty: no events"`
+	NodeName            string   `toml:"node_name" comment:"the node's name in the cluster, as the Events give it (their source; the Node of the plugin mode's PluginUnsupported); empty: the node events_kubeconfig's identity names (system:node:NAME), else the host's name"`
 	NoJoinHandlers      string   `toml:"runtime_handlers_without_join" comment:"runtime handlers (a RuntimeClass's handler) whose runtime does not join the namespace paths a spec names, as VM and user-space-kernel runtimes (Kata, gVisor) do not: a TARGET create in their pods falls back before anything is made (strict: refused). Comma-separated names; auto: those whose containerd runtime type is not runc's, as containerd's config says; \"auto,NAME\" adds NAME; empty: none. Handlers whose containers were seen starting outside the namespace their spec named are added, whatever this says"`
 }
 
 // Default is the configuration without a file or flags.
 func Default() Config {
 	return Config{
+		Mode:                "proxy",
 		Listen:              "unix:///run/cri-nstarget/cri.sock",
 		RuntimeEndpoint:     "unix:///run/containerd/containerd.sock",
 		ContainerdAddress:   "/run/containerd/containerd.sock",
@@ -290,14 +293,7 @@ func (c Config) problems() []problem {
 				"put the socket outside it, e.g. listen = \"unix:///run/cri-nstarget.sock\"", c.SocketGroup, dir))
 		}
 	}
-	switch c.TargetingVia {
-	case "auto", "nri", "update":
-	default:
-		add("targeting_via", fmt.Errorf("%q is not a targeting path (want auto, nri or update)", c.TargetingVia))
-	}
-	if c.TargetingVia != "update" {
-		add("nri_socket", unixPath(c.NRISocket))
-	}
+	c.targetingProblems(add)
 	if c.EventsKubeconfig != "" && !filepath.IsAbs(c.EventsKubeconfig) {
 		add("events_kubeconfig", fmt.Errorf("%q is not an absolute path (empty: no events)", c.EventsKubeconfig))
 	}
@@ -307,6 +303,23 @@ func (c Config) problems() []problem {
 		}
 	}
 	return ps
+}
+
+// targetingProblems checks the mode and how targeting goes (add takes
+// each problem).
+func (c Config) targetingProblems(add func(key string, err error)) {
+	if c.Mode != "proxy" && c.Mode != "plugin" {
+		add("mode", fmt.Errorf("%q is not a mode (want proxy or plugin)", c.Mode))
+	}
+	switch {
+	case c.TargetingVia != "auto" && c.TargetingVia != "nri" && c.TargetingVia != "update":
+		add("targeting_via", fmt.Errorf("%q is not a targeting path (want auto, nri or update)", c.TargetingVia))
+	case c.Mode == "plugin" && c.TargetingVia == "update":
+		add("targeting_via", fmt.Errorf("%q: the plugin mode targets through containerd's NRI only (want auto or nri, or mode = \"proxy\")", c.TargetingVia))
+	}
+	if c.TargetingVia != "update" || c.Mode == "plugin" {
+		add("nri_socket", unixPath(c.NRISocket))
+	}
 }
 
 // unixPath accepts "unix:///absolute/path" and, as crictl and containerd

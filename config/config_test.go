@@ -50,7 +50,7 @@ metrics_address = "127.0.0.1:9795"
 		{
 			desc: "unknown key, with its line",
 			toml: "log_level = \"info\"\n\nlisten_address = \"/x\"\n",
-			errs: []string{`cfg.toml:3: listen_address: unknown key (known: listen, runtime_endpoint,`},
+			errs: []string{`cfg.toml:3: listen_address: unknown key (known: mode, listen, runtime_endpoint,`},
 		},
 		{
 			desc: "unknown table",
@@ -103,6 +103,17 @@ metrics_address = "127.0.0.1:9795"
 			desc: "runtime handlers are DNS labels",
 			toml: "runtime_handlers_without_join = \"auto,Kata/QEMU\"\n",
 			errs: []string{`cfg.toml:1: runtime_handlers_without_join: "Kata/QEMU" is not a runtime handler name`},
+		},
+		{desc: "the plugin mode", toml: "mode = \"plugin\"\n", want: func(c *Config) { c.Mode = "plugin" }},
+		{
+			desc: "mode is proxy or plugin",
+			toml: "mode = \"nri\"\n",
+			errs: []string{`cfg.toml:1: mode: "nri" is not a mode (want proxy or plugin)`},
+		},
+		{
+			desc: "the plugin mode targets through NRI only",
+			toml: "mode = \"plugin\"\ntargeting_via = \"update\"\n",
+			errs: []string{`cfg.toml:2: targeting_via: "update": the plugin mode targets through containerd's NRI only`},
 		},
 		{
 			desc: "log_journal is auto or off",

@@ -3,14 +3,20 @@
 // unprivileged, with only the host paths and capabilities listed there,
 // tolerating only what a node being set up carries; no long-lived token);
 // its Node writes kept to its own Node by the admission policy (shown on a
-// real apiserver by admission_test.go, build tag apiserver).
+// real apiserver by admission_test.go, build tag apiserver); and the
+// plugin mode's pod (deploy/plugin) for what deploy.PluginLeastPrivilege
+// finds, and that it finds each privilege added.
 package deploy_test
 
 import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"sigs.k8s.io/yaml"
 
@@ -82,5 +88,94 @@ func TestCleanup(t *testing.T) {
 	}
 	if len(ops) != 1 || ops[0].Path != "/spec/template/spec/containers/0/args/0" || ops[0].Value != "cleanup" {
 		t.Errorf("the cleanup patches %+v, want the mode alone", ops)
+	}
+}
+
+// TestPluginLeastPrivilege: the plugin mode's pod (deploy/plugin) asks for
+// no more than deploy's lists (plugin_privilege.go).
+func TestPluginLeastPrivilege(t *testing.T) {
+	objs := objects(t, "plugin")
+	if len(objs) < 6 {
+		t.Fatalf("%d objects in plugin/: the manifests were not read", len(objs))
+	}
+	for _, err := range deploy.PluginLeastPrivilege(objs) {
+		t.Error(err)
+	}
+}
+
+// TestPluginLeastPrivilegeRefuses: each privilege added to deploy/plugin
+// is found.
+func TestPluginLeastPrivilegeRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		desc   string
+		change func(ds *appsv1.DaemonSet, c *corev1.Container)
+		extra  string // another object
+		want   string
+	}{
+		{desc: "the host's network", change: func(ds *appsv1.DaemonSet, _ *corev1.Container) { ds.Spec.Template.Spec.HostNetwork = true },
+			want: "hostNetwork true"},
+		{desc: "a capability", change: func(_ *appsv1.DaemonSet, c *corev1.Container) {
+			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "NET_ADMIN")
+		}, want: "adds NET_ADMIN, which the plugin does not use"},
+		{desc: "privileged without Bidirectional", change: func(_ *appsv1.DaemonSet, c *corev1.Container) {
+			none := corev1.MountPropagationNone
+			c.VolumeMounts[0].MountPropagation = &none
+		}, want: "container plugin is privileged"},
+		{desc: "the host's root", change: func(ds *appsv1.DaemonSet, c *corev1.Container) {
+			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "root",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "root", MountPath: "/host"})
+		}, want: "host path / is not one the plugin needs"},
+		{desc: "NRI's socket writable", change: func(_ *appsv1.DaemonSet, c *corev1.Container) { c.VolumeMounts[1].ReadOnly = false },
+			want: "mounts /var/run/nri at /var/run/nri (subPath \"\", read-only false"},
+		{desc: "the token automounted", change: func(ds *appsv1.DaemonSet, _ *corev1.Container) {
+			ds.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		}, want: "automounts its token"},
+		{desc: "a token of a day", change: func(ds *appsv1.DaemonSet, _ *corev1.Container) {
+			day := int64(86400)
+			ds.Spec.Template.Spec.Volumes[3].Projected.Sources[0].ServiceAccountToken.ExpirationSeconds = &day
+		}, want: "a token expiring after"},
+		{desc: "a writable root", change: func(_ *appsv1.DaemonSet, c *corev1.Container) {
+			c.SecurityContext.ReadOnlyRootFilesystem = nil
+		}, want: "readOnlyRootFilesystem is not true"},
+		{desc: "no memory limit", change: func(_ *appsv1.DaemonSet, c *corev1.Container) { c.Resources.Limits = nil },
+			want: "memory limit"},
+		{desc: "every node", change: func(ds *appsv1.DaemonSet, _ *corev1.Container) {
+			delete(ds.Spec.Template.Spec.NodeSelector, "cri-nstarget.io/plugin")
+		}, want: "want cri-nstarget.io/plugin=true"},
+		{desc: "secrets read", extra: "kind: ClusterRole\nmetadata: {name: more}\nrules:\n- apiGroups: [\"\"]\n  resources: [secrets]\n  verbs: [get]\n",
+			want: "get secrets: more than the plugin's Events need"},
+		{desc: "a token Secret", extra: "kind: Secret\nmetadata: {name: t}\ntype: kubernetes.io/service-account-token\n",
+			want: "a token that never expires"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			objs := objects(t, "plugin")
+			for i, o := range objs {
+				if o.Kind != "DaemonSet" || tc.change == nil {
+					continue
+				}
+				var ds appsv1.DaemonSet
+				if err := yaml.UnmarshalStrict(o.Raw, &ds); err != nil {
+					t.Fatal(err)
+				}
+				tc.change(&ds, &ds.Spec.Template.Spec.Containers[0])
+				b, err := yaml.Marshal(ds)
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs[i].Raw = b
+			}
+			if tc.extra != "" {
+				extra, err := deploy.Split("extra.yaml", []byte(tc.extra))
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs = append(objs, extra...)
+			}
+			errs := deploy.PluginLeastPrivilege(objs)
+			if !slices.ContainsFunc(errs, func(err error) bool { return strings.Contains(err.Error(), tc.want) }) {
+				t.Errorf("PluginLeastPrivilege = %v, want an error saying %q", errs, tc.want)
+			}
+		})
 	}
 }

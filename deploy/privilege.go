@@ -2,7 +2,9 @@
 // cleanup/ over it; docs/cluster-install.md) and what they may not ask for:
 // LeastPrivilege, which this directory's test runs on install/ and the Helm
 // chart's test (hack/chart) on the chart's render, so that both are held to
-// the one list below.
+// the one list below. The plugin mode's pod (plugin/) is held to its own
+// lists by PluginLeastPrivilege (plugin_privilege.go), on its files here
+// and on what kustomize builds of them in hack/chart's test.
 package deploy
 
 import (
@@ -90,16 +92,7 @@ func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Errorf(
 // hold the installer's service account to its own Node. Nil when nothing.
 func LeastPrivilege(objs []Object) []error {
 	var p problems
-	for _, o := range objs {
-		if o.Kind != "Secret" {
-			continue
-		}
-		if s, err := decode[corev1.Secret](o); err != nil {
-			p = append(p, err)
-		} else if s.Type == corev1.SecretTypeServiceAccountToken {
-			p.add("%s: a Secret of type %s (a token that never expires)", o.Source, corev1.SecretTypeServiceAccountToken)
-		}
-	}
+	p.checkSecrets(objs)
 	ds, err := only[appsv1.DaemonSet](objs, "DaemonSet")
 	if err != nil {
 		return append(p, err)
@@ -113,12 +106,27 @@ func LeastPrivilege(objs []Object) []error {
 	}
 	p.checkVolumes(spec)
 	for _, c := range append(spec.InitContainers, spec.Containers...) {
-		p.checkContainer(c)
+		p.checkContainer(c, installer)
 	}
 	p.checkTolerations(spec.Tolerations)
 	p.checkPriority(objs, spec)
 	p.checkAdmission(objs, ds)
 	return p
+}
+
+// checkSecrets finds the Secrets that hold a service account's token,
+// which never expires.
+func (p *problems) checkSecrets(objs []Object) {
+	for _, o := range objs {
+		if o.Kind != "Secret" {
+			continue
+		}
+		if s, err := decode[corev1.Secret](o); err != nil {
+			*p = append(*p, err)
+		} else if s.Type == corev1.SecretTypeServiceAccountToken {
+			p.add("%s: a Secret of type %s (a token that never expires)", o.Source, corev1.SecretTypeServiceAccountToken)
+		}
+	}
 }
 
 func decode[T any](o Object) (T, error) {
@@ -192,16 +200,30 @@ func (p *problems) checkMount(container, hp string, ro bool, m corev1.VolumeMoun
 	}
 }
 
-func (p *problems) checkContainer(c corev1.Container) {
+// containerPolicy is what one pod's containers may ask for: the
+// capabilities its program uses (who: the program, for the messages), and
+// whether it may be privileged (a reason; "": never).
+type containerPolicy struct {
+	who          string
+	capabilities []corev1.Capability
+	privileged   func(corev1.Container) string
+}
+
+var installer = containerPolicy{who: "the installer", capabilities: capabilities,
+	privileged: func(corev1.Container) string { return "" }}
+
+func (p *problems) checkContainer(c corev1.Container, pol containerPolicy) {
 	sc := c.SecurityContext
 	if sc == nil {
 		p.add("container %s has no securityContext", c.Name)
 		return
 	}
-	if sc.Privileged != nil && *sc.Privileged {
+	privileged := sc.Privileged != nil && *sc.Privileged
+	if privileged && pol.privileged(c) == "" {
 		p.add("container %s is privileged", c.Name)
 	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+	// Kubernetes refuses allowPrivilegeEscalation false with privileged.
+	if !privileged && (sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation) {
 		p.add("container %s: allowPrivilegeEscalation is not false", c.Name)
 	}
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
@@ -218,8 +240,8 @@ func (p *problems) checkContainer(c corev1.Container) {
 		return
 	}
 	for _, add := range sc.Capabilities.Add {
-		if !slices.Contains(capabilities, corev1.Capability(strings.TrimPrefix(string(add), "CAP_"))) {
-			p.add("container %s adds %s, which the installer does not use", c.Name, add)
+		if !slices.Contains(pol.capabilities, corev1.Capability(strings.TrimPrefix(string(add), "CAP_"))) {
+			p.add("container %s adds %s, which %s does not use", c.Name, add, pol.who)
 		}
 	}
 }

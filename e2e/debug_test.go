@@ -49,12 +49,18 @@ func checkTargeted(t *testing.T, app, dbg containerStatus, appNS, out string) {
 // id to be in its record, for namespace kind, and returns it.
 func verified(t *testing.T, id, kind string) oci.Verification {
 	t.Helper()
+	return verifiedIn(t, shim.LogPath(), id, kind)
+}
+
+// verifiedIn is verified for the cri-nstarget that logs to log.
+func verifiedIn(t *testing.T, log, id, kind string) oci.Verification {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if v := direct.Info(t, id).Record(t).Namespaces[kind].Verify; v != nil {
 			return *v
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no check after the start of %.12s in its record within 10 s\ncri-nstarget log tail:\n%s", id, tail(shim.LogPath(), 3000))
+			t.Fatalf("no check after the start of %.12s in its record within 10 s\ncri-nstarget log tail:\n%s", id, tail(log, 3000))
 		}
 	}
 }

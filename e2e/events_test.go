@@ -72,6 +72,12 @@ func shimEvent(t *testing.T, pod, container string) kubeEvent {
 // shimEventWith is shimEvent for the one Event with reason ("": any).
 func shimEventWith(t *testing.T, pod, container, reason string) kubeEvent {
 	t.Helper()
+	return eventFrom(t, shim.LogPath(), pod, container, reason)
+}
+
+// eventFrom is shimEventWith for the cri-nstarget that logs to log.
+func eventFrom(t *testing.T, log, pod, container, reason string) kubeEvent {
+	t.Helper()
 	var evs []kubeEvent
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 		evs = eventsOf(podEvents(t, pod), container, "cri-nstarget")
@@ -83,7 +89,7 @@ func shimEventWith(t *testing.T, pod, container, reason string) kubeEvent {
 		}
 	}
 	if len(evs) != 1 {
-		t.Fatalf("cri-nstarget's events on pod %s about %s (reason %q): %+v, want one\ncri-nstarget log tail:\n%s", pod, container, reason, evs, tail(shim.LogPath(), 3000))
+		t.Fatalf("cri-nstarget's events on pod %s about %s (reason %q): %+v, want one\ncri-nstarget log tail:\n%s", pod, container, reason, evs, tail(log, 3000))
 	}
 	e, uid := evs[0], getPod(t, pod).Metadata.UID
 	io := e.InvolvedObject
@@ -133,7 +139,7 @@ func indent(s string) string {
 // dropped is cri_nstarget_events_total{result="dropped",reason=reason}.
 func dropped(t *testing.T, reason string) float64 {
 	t.Helper()
-	v, ok := shimMetrics(t)[`cri_nstarget_events_total{reason="`+reason+`",result="dropped"}`]
+	v, ok := shimMetrics(t)[`cri_nstarget_events_total{mode="proxy",reason="`+reason+`",result="dropped"}`]
 	if !ok {
 		t.Fatalf("the shim's /metrics has no events_total series for reason %s", reason)
 	}

@@ -357,11 +357,11 @@ func requireMinor(t *testing.T, what, version string, min int, why string) {
 	}
 }
 
-// calls are the shim's cri_nstarget_requests_total, by "Method code" (e.g.
-// "StreamPodSandboxes OK").
+// calls are the shim's cri_nstarget_requests_total (its series carry
+// mode="proxy"), by "Method code" (e.g. "StreamPodSandboxes OK").
 type calls map[string]float64
 
-var requestsRE = regexp.MustCompile(`^cri_nstarget_requests_total\{code="([^"]*)",method="([^"]*)"\} (\S+)$`)
+var requestsRE = regexp.MustCompile(`^cri_nstarget_requests_total\{code="([^"]*)",method="([^"]*)",mode="proxy"\} (\S+)$`)
 
 // shimCalls is the calls served by the running shim, by method and code.
 func shimCalls(t *testing.T) calls {

@@ -64,8 +64,8 @@ func Config(path string) (*rest.Config, error) {
 }
 
 // newClient makes a client of the kubeconfig at path. The Events' source
-// host is the node its identity names (NodeOf).
-func newClient(path, userAgent string, timeout time.Duration) (*client, error) {
+// host is node, or if empty the node its identity names (NodeOf).
+func newClient(path, userAgent, node string, timeout time.Duration) (*client, error) {
 	cfg, err := Config(path)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,10 @@ func newClient(path, userAgent string, timeout time.Duration) (*client, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	user := Identity(cfg)
-	return &client{pods: pods.Resource(podsResource), events: evs.Resource(eventsResource), node: NodeOf(user), server: cfg.Host, user: user}, nil
+	if node == "" {
+		node = NodeOf(user)
+	}
+	return &client{pods: pods.Resource(podsResource), events: evs.Resource(eventsResource), node: node, server: cfg.Host, user: user}, nil
 }
 
 // Identity says who cfg authenticates as, as far as the file tells: the
@@ -128,6 +131,9 @@ func NodeOf(user string) string {
 // post reads e's pod and, if it is the pod e names (same uid), creates the
 // Event on it. It says why it could not (ReasonNone: created).
 func (c *client) post(ctx context.Context, e Event, now time.Time) (string, error) {
+	if e.Node {
+		return c.postNode(ctx, e, now)
+	}
 	if e.Pod.Namespace == "" || e.Pod.Name == "" || e.Pod.UID == "" {
 		return ReasonPodNotFound, fmt.Errorf("the pod has no namespace, name or uid (%q/%q, uid %q)", e.Pod.Namespace, e.Pod.Name, e.Pod.UID)
 	}
@@ -146,6 +152,17 @@ func (c *client) post(ctx context.Context, e Event, now time.Time) (string, erro
 	ev := newEvent(e, &pod.ObjectMeta, c.node, now)
 	if _, err := c.events.Namespace(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		return classify(err), fmt.Errorf("create event %s/%s: %w", pod.Namespace, ev.GetName(), err)
+	}
+	return ReasonNone, nil
+}
+
+// postNode creates e about the node c posts for, in the namespace
+// default, where the apiserver keeps the Events of an object that has
+// none (as the kubelet's own about its node).
+func (c *client) postNode(ctx context.Context, e Event, now time.Time) (string, error) {
+	ev := newNodeEvent(e, c.node, now)
+	if _, err := c.events.Namespace(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return classify(err), fmt.Errorf("create event %s/%s: %w", metav1.NamespaceDefault, ev.GetName(), err)
 	}
 	return ReasonNone, nil
 }
@@ -201,6 +218,14 @@ func newEvent(e Event, pod *metav1.ObjectMeta, node string, now time.Time) *unst
 		"reportingComponent": Component,
 		"reportingInstance":  node,
 	}}
+}
+
+// newNodeEvent is e as the core/v1 Event the kubelet posts about its node:
+// the Node as involvedObject, its name as its uid (the kubelet's nodeRef).
+func newNodeEvent(e Event, node string, now time.Time) *unstructured.Unstructured {
+	ev := newEvent(e, &metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: node}, node, now)
+	ev.Object["involvedObject"] = map[string]any{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node}
+	return ev
 }
 
 // fieldPath is the path of the container named name in its pod's spec, as

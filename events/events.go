@@ -18,9 +18,12 @@ import (
 type Event struct {
 	Pod       Pod
 	Container string // the container's name, never its id
-	Warning   bool   // type Warning; else Normal
-	Reason    string // CamelCase, as the kubelet's ("TargetingFallback")
-	Message   string // at most MaxMessage bytes of it are posted
+	// Node: the Event is about the node the Sink posts for (Options.Node),
+	// not about a pod; Pod and Container are unused.
+	Node    bool
+	Warning bool   // type Warning; else Normal
+	Reason  string // CamelCase, as the kubelet's ("TargetingFallback")
+	Message string // at most MaxMessage bytes of it are posted
 }
 
 // Pod is a pod as its CRI client named it (PodSandboxMetadata): the one
@@ -82,8 +85,11 @@ type Options struct {
 	// the first event and again whenever it changes.
 	Kubeconfig string
 	UserAgent  string
-	Log        *logrus.Entry
-	Metrics    Metrics // nil: none
+	// Node is the node the Events come from (their source), and the one an
+	// Event with Node is about; empty: the one its identity names (NodeOf).
+	Node    string
+	Log     *logrus.Entry
+	Metrics Metrics // nil: none
 
 	QueueSize int           // events waiting to be posted; 256
 	QPS       float64       // events posted per second, sustained; 5
@@ -318,7 +324,7 @@ func (s *Sink) client() (*client, string, error) {
 	if s.conn != nil && s.conn.stamp == st {
 		return s.conn, "", nil
 	}
-	c, err := newClient(s.opts.Kubeconfig, s.opts.UserAgent, requestTimeout)
+	c, err := newClient(s.opts.Kubeconfig, s.opts.UserAgent, s.opts.Node, requestTimeout)
 	if err != nil {
 		s.conn = nil
 		return nil, ReasonBadKubeconfig, err

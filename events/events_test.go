@@ -53,6 +53,7 @@ func TestEventAsPosted(t *testing.T) {
 	}{
 		{"warning.json", dbg},
 		{"normal.json", Event{Pod: dbg.Pod, Container: "dbg", Reason: "Targeted", Message: "Container dbg joined the pid namespace of target container app (pinned by cri-nstarget): it sees app's processes."}},
+		{"node.json", nodeEvent},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			api := newFakeAPI(t)
@@ -94,6 +95,40 @@ func TestEventAsPosted(t *testing.T) {
 				t.Errorf("posted:\n%s\nwant (%s):\n%s", got.Bytes(), path, want)
 			}
 		})
+	}
+}
+
+var nodeEvent = Event{Node: true, Warning: true, Reason: "PluginUnsupported",
+	Message: "cri-nstarget (mode plugin) does nothing on this node: the runtime's NRI version \"v0.8.0\" cannot adjust namespaces (needs v0.10.0)"}
+
+// Options.Node names the node the Events come from, and the one an Event
+// with Node is about, whatever the identity (a service account's token
+// names none): the plugin mode's pod is told it by the downward API.
+func TestNodeNamed(t *testing.T) {
+	api := newFakeAPI(t)
+	api.addPod("shop", "web", "0d6c")
+	kc, _ := api.kubeconfig(t, t.TempDir(), "cri-nstarget-plugin")
+	s, m := newSink(t, Options{Kubeconfig: kc, Node: "worker-2"})
+	s.Post(nodeEvent)
+	s.Post(dbg)
+	flush(s)
+	posted := api.posted()
+	if len(posted) != 2 || m.get("sent/none") != 2 {
+		t.Fatalf("posted %d events, counted %v", len(posted), m)
+	}
+	var evs [2]corev1.Event
+	for i := range evs {
+		if err := json.Unmarshal(posted[i], &evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := evs[0].InvolvedObject; o.Kind != "Node" || o.Name != "worker-2" || evs[0].Namespace != "default" {
+		t.Errorf("the node's Event is about %s %s, in the namespace %q: want Node worker-2, in default", o.Kind, o.Name, evs[0].Namespace)
+	}
+	for _, ev := range evs {
+		if ev.Source.Host != "worker-2" || ev.ReportingInstance != "worker-2" {
+			t.Errorf("Event %s from %q (%q), want worker-2", ev.Reason, ev.Source.Host, ev.ReportingInstance)
+		}
 	}
 }
 

@@ -78,14 +78,14 @@ func TestMetricsAndHealth(t *testing.T) {
 	}
 
 	want := map[string]string{
-		`cri_nstarget_targeting_total{namespace="pid",reason="none",result="targeted",stage="create"}`:               "1",
-		`cri_nstarget_targeting_total{namespace="pid",reason="target_not_running",result="fallback",stage="create"}`: "1",
-		`cri_nstarget_requests_total{code="OK",method="CreateContainer"}`:                                            "4",
-		`cri_nstarget_requests_total{code="OK",method="StartContainer"}`:                                             "2",
-		`cri_nstarget_requests_total{code="OK",method="RunPodSandbox"}`:                                              "1",
-		`cri_nstarget_pins{namespace="pid"}`:                                                                         "1",
-		`cri_nstarget_pins{namespace="ipc"}`:                                                                         "0",
-		`cri_nstarget_request_duration_seconds_count{method="CreateContainer"}`:                                      "4",
+		`cri_nstarget_targeting_total{mode="proxy",namespace="pid",reason="none",result="targeted",stage="create"}`:               "1",
+		`cri_nstarget_targeting_total{mode="proxy",namespace="pid",reason="target_not_running",result="fallback",stage="create"}`: "1",
+		`cri_nstarget_requests_total{code="OK",method="CreateContainer",mode="proxy"}`:                                            "4",
+		`cri_nstarget_requests_total{code="OK",method="StartContainer",mode="proxy"}`:                                             "2",
+		`cri_nstarget_requests_total{code="OK",method="RunPodSandbox",mode="proxy"}`:                                              "1",
+		`cri_nstarget_pins{mode="proxy",namespace="pid"}`:                                                                         "1",
+		`cri_nstarget_pins{mode="proxy",namespace="ipc"}`:                                                                         "0",
+		`cri_nstarget_request_duration_seconds_count{method="CreateContainer",mode="proxy"}`:                                      "4",
 	}
 	// A call is counted just after its response is sent: poll a little.
 	var text string
@@ -285,7 +285,7 @@ func TestUnitCapabilities(t *testing.T) {
 				}
 			}
 			_, text := httpGet(t, base+"/metrics")
-			sample := fmt.Sprintf(`cri_nstarget_targeting_total{namespace="pid",reason="%s",result="%s",stage="create"}`, tc.reason, tc.result)
+			sample := fmt.Sprintf(`cri_nstarget_targeting_total{mode="proxy",namespace="pid",reason="%s",result="%s",stage="create"}`, tc.reason, tc.result)
 			if got := metricValue(text, sample); got != "1" {
 				t.Errorf("%s = %q, want 1; fallback reason: %s", sample, got, r.Reason)
 			}

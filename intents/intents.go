@@ -26,6 +26,10 @@ type Record struct {
 	Target  string `json:"target"`
 	// Container is the backend's id for it, once the backend answered.
 	Container string `json:"container,omitempty"`
+	// Plugin: the create was containerd's own, answered by the plugin
+	// mode in its NRI event (Container is then known from the start). Its
+	// client may hold the container, which is never removed for it.
+	Plugin bool `json:"plugin,omitempty"`
 }
 
 // Dir keeps records on disk, one file each: <dir>/<record id>.json, written

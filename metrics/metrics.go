@@ -31,6 +31,7 @@ const unknownMethod = "unknown"
 // with that code, so it allocates nothing after warm-up.
 type Recorder struct {
 	reg       *prometheus.Registry
+	own       prometheus.Registerer // reg, with the label mode on each of the shim's own metrics
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	targeting *prometheus.CounterVec
@@ -51,10 +52,17 @@ type series struct {
 type counter struct{ prometheus.Counter }
 
 // New makes a Recorder with its own registry, holding the shim's metrics,
-// the Go runtime's and the process's, and cri_nstarget_build_info.
-func New(version string) *Recorder {
+// the Go runtime's and the process's, and cri_nstarget_build_info. Each of
+// the shim's own carries the label mode: "proxy" or "plugin" (mode; ""
+// is "proxy").
+func New(version, mode string) *Recorder {
+	if mode == "" {
+		mode = "proxy"
+	}
+	reg := prometheus.NewRegistry()
 	r := &Recorder{
-		reg: prometheus.NewRegistry(),
+		reg: reg,
+		own: prometheus.WrapRegistererWith(prometheus.Labels{"mode": mode}, reg),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "requests_total",
 			Help: "CRI calls served, by method (short name) and gRPC status code.",
@@ -86,10 +94,22 @@ func New(version string) *Recorder {
 		}, []string{"channel"}),
 		methods: map[string]*series{},
 	}
+	r.series()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info", Help: "Always 1; the labels say which build runs.",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	r.own.MustRegister(r.requests, r.duration, r.targeting, r.path, r.events, r.dropped, build)
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// series makes every series known from the start, at 0 (alerts on a
+// rate see the first drop), and each CRI method's children.
+func (r *Recorder) series() {
 	for _, c := range SideChannels {
 		r.dropped.WithLabelValues(c)
 	}
-	// every series from the start, at 0: alerts on a rate see the first drop
 	r.events.WithLabelValues(events.ResultSent, events.ReasonNone)
 	for _, reason := range events.Reasons {
 		r.events.WithLabelValues(events.ResultDropped, reason)
@@ -103,13 +123,6 @@ func New(version string) *Recorder {
 		}
 	}
 	r.unknown = r.newSeries(unknownMethod)
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "build_info", Help: "Always 1; the labels say which build runs.",
-	}, []string{"version", "goversion"})
-	build.WithLabelValues(version, runtime.Version()).Set(1)
-	r.reg.MustRegister(r.requests, r.duration, r.targeting, r.path, r.events, r.dropped, build,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return r
 }
 
 func (r *Recorder) newSeries(label string) *series {
@@ -153,7 +166,8 @@ func (r *Recorder) Dropped(channel string) {
 	r.dropped.WithLabelValues(channel).Inc()
 }
 
-// TargetingPath shows via ("nri" or "update") as the path in use.
+// TargetingPath shows via ("nri" or "update") as the path in use; any
+// other ("none": the plugin mode not connected) shows neither.
 func (r *Recorder) TargetingPath(via string) {
 	for _, p := range []string{"nri", "update"} {
 		v := 0.0
@@ -167,7 +181,7 @@ func (r *Recorder) TargetingPath(via string) {
 // WatchPins adds cri_nstarget_pins, the namespaces pinned on disk by kind,
 // read by count at every scrape (so it is right across restarts).
 func (r *Recorder) WatchPins(count func() (map[string]int, error)) {
-	r.reg.MustRegister(&countCollector{count: count, desc: prometheus.NewDesc(namespace+"_pins",
+	r.own.MustRegister(&countCollector{count: count, desc: prometheus.NewDesc(namespace+"_pins",
 		"Namespaces pinned under the state dir for targeting containers, by namespace kind.", []string{"namespace"}, nil)})
 }
 

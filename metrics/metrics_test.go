@@ -25,7 +25,7 @@ func scrape(t *testing.T, r *Recorder) string {
 }
 
 func TestCall(t *testing.T) {
-	r := New("v1.2.3")
+	r := New("v1.2.3", "")
 	for _, c := range []struct {
 		method string
 		code   codes.Code
@@ -42,15 +42,15 @@ func TestCall(t *testing.T) {
 	}
 	text := scrape(t, r)
 	for _, want := range []string{
-		`cri_nstarget_requests_total{code="OK",method="Version"} 2`,
-		`cri_nstarget_requests_total{code="FailedPrecondition",method="CreateContainer"} 1`,
-		`cri_nstarget_requests_total{code="OK",method="PullImage"} 1`,
-		`cri_nstarget_requests_total{code="Canceled",method="GetContainerEvents"} 1`,
-		`cri_nstarget_requests_total{code="OK",method="unknown"} 1`,
-		`cri_nstarget_requests_total{code="Unknown",method="unknown"} 1`,
-		`cri_nstarget_request_duration_seconds_bucket{method="Version",le="0.005"} 2`,
-		`cri_nstarget_request_duration_seconds_bucket{method="Version",le="0.0025"} 0`,
-		`cri_nstarget_request_duration_seconds_count{method="CreateContainer"} 1`,
+		`cri_nstarget_requests_total{code="OK",method="Version",mode="proxy"} 2`,
+		`cri_nstarget_requests_total{code="FailedPrecondition",method="CreateContainer",mode="proxy"} 1`,
+		`cri_nstarget_requests_total{code="OK",method="PullImage",mode="proxy"} 1`,
+		`cri_nstarget_requests_total{code="Canceled",method="GetContainerEvents",mode="proxy"} 1`,
+		`cri_nstarget_requests_total{code="OK",method="unknown",mode="proxy"} 1`,
+		`cri_nstarget_requests_total{code="Unknown",method="unknown",mode="proxy"} 1`,
+		`cri_nstarget_request_duration_seconds_bucket{method="Version",mode="proxy",le="0.005"} 2`,
+		`cri_nstarget_request_duration_seconds_bucket{method="Version",mode="proxy",le="0.0025"} 0`,
+		`cri_nstarget_request_duration_seconds_count{method="CreateContainer",mode="proxy"} 1`,
 		`cri_nstarget_build_info{goversion="go`,
 		`version="v1.2.3"} 1`,
 		`go_goroutines `,
@@ -66,7 +66,7 @@ func TestCall(t *testing.T) {
 
 // The hot path allocates nothing once a method and code have been seen.
 func TestCallDoesNotAllocate(t *testing.T) {
-	r := New("test")
+	r := New("test", "")
 	m := "/runtime.v1.RuntimeService/ListContainers"
 	r.Call(m, codes.OK, time.Millisecond)
 	r.Call("/other/Thing", codes.OK, time.Millisecond)
@@ -79,7 +79,7 @@ func TestCallDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkCall(b *testing.B) {
-	r := New("bench")
+	r := New("bench", "")
 	m := "/runtime.v1.RuntimeService/ListContainers"
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -90,16 +90,16 @@ func BenchmarkCall(b *testing.B) {
 }
 
 func TestTargeting(t *testing.T) {
-	r := New("test")
+	r := New("test", "")
 	r.Targeting("pid", "create", "targeted", "none")
 	r.Targeting("pid", "create", "targeted", "none")
 	r.Targeting("ipc", "create", "fallback", "target_not_running")
 	r.Targeting("pid", "start", "refused", "namespace_gone")
 	text := scrape(t, r)
 	for _, want := range []string{
-		`cri_nstarget_targeting_total{namespace="pid",reason="none",result="targeted",stage="create"} 2`,
-		`cri_nstarget_targeting_total{namespace="ipc",reason="target_not_running",result="fallback",stage="create"} 1`,
-		`cri_nstarget_targeting_total{namespace="pid",reason="namespace_gone",result="refused",stage="start"} 1`,
+		`cri_nstarget_targeting_total{mode="proxy",namespace="pid",reason="none",result="targeted",stage="create"} 2`,
+		`cri_nstarget_targeting_total{mode="proxy",namespace="ipc",reason="target_not_running",result="fallback",stage="create"} 1`,
+		`cri_nstarget_targeting_total{mode="proxy",namespace="pid",reason="namespace_gone",result="refused",stage="start"} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -107,12 +107,34 @@ func TestTargeting(t *testing.T) {
 	}
 }
 
+// The plugin mode's metrics say so, each of them: the same series, with
+// the label mode="plugin"; the Go runtime's and the process's carry none.
+func TestModeLabel(t *testing.T) {
+	r := New("test", "plugin")
+	r.Targeting("pid", "create", "fallback", "pid_not_in_pod")
+	r.TargetingPath("none")
+	text := scrape(t, r)
+	for _, want := range []string{
+		`cri_nstarget_targeting_total{mode="plugin",namespace="pid",reason="pid_not_in_pod",result="fallback",stage="create"} 1`,
+		`cri_nstarget_targeting_path{mode="plugin",path="nri"} 0`,
+		`cri_nstarget_build_info{goversion="go`,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(text, `mode="proxy"`) {
+		t.Error(`the plugin mode's metrics say mode="proxy"`)
+	}
+}
+
 func TestPins(t *testing.T) {
-	r := New("test")
+	r := New("test", "")
 	var err error
 	r.WatchPins(func() (map[string]int, error) { return map[string]int{"pid": 3, "ipc": 1}, err })
 	text := scrape(t, r)
-	for _, want := range []string{`cri_nstarget_pins{namespace="pid"} 3`, `cri_nstarget_pins{namespace="ipc"} 1`} {
+	for _, want := range []string{`cri_nstarget_pins{mode="proxy",namespace="pid"} 3`, `cri_nstarget_pins{mode="proxy",namespace="ipc"} 1`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

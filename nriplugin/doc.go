@@ -4,6 +4,10 @@
 // found by the token its forwarded request carries; and the gate that keeps
 // the plugin's registration and forwarded RemovePodSandbox calls apart.
 //
+// In the plugin mode (Watch) it is told of every container instead: a
+// Watcher answers each CreateContainer event, and hears of the
+// synchronizations, the starts and the removals; no token is expected.
+//
 // It knows nothing of targeting. A create registers a Call (Expect) whose
 // Adjust answers the event, and hears once its request is answered whether
 // the event was answered on a live connection (Settle). That is the whole

@@ -69,6 +69,9 @@ type Plugin struct {
 	// synced (under mu) ends the registration in progress (Synchronize came).
 	gate   registrationGate
 	synced func()
+	// watcher, in the plugin mode, is told of every container (Watch);
+	// set before Run, then only read. nil: the proxy's plugin.
+	watcher Watcher
 }
 
 // Call is one TARGET create that expects its NRI event.
@@ -140,7 +143,7 @@ func (p *Plugin) connection(ctx context.Context) time.Duration {
 	p.mu.Unlock()
 	closed := make(chan struct{})
 	var once sync.Once
-	st, err := stub.New(p, stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex),
+	st, err := stub.New(p.stubPlugin(), stub.WithPluginName(PluginName), stub.WithPluginIdx(pluginIndex),
 		stub.WithSocketPath(p.socket), stub.WithLogger(stubLogger{p.log}),
 		stub.WithOnClose(func() { once.Do(func() { close(closed); registered() }) }))
 	if err == nil {

@@ -32,6 +32,10 @@ type Record struct {
 	// CreateContainer, through its NRI) or "update" (through its API after
 	// CreateContainer).
 	Via string `json:"via,omitempty"`
+	// Mode is "plugin" when cri-nstarget's plugin mode wrote the record
+	// (containerd's own CRI served the create, and its NRI event was
+	// answered); empty for the proxy.
+	Mode string `json:"mode,omitempty"`
 	// RuntimeHandler is the pod's runtime handler (its RuntimeClass's), by
 	// containerd's name for it, when the shim knows it.
 	RuntimeHandler string `json:"runtimeHandler,omitempty"`
@@ -67,7 +71,9 @@ type NamespaceRecord struct {
 	Path       string `json:"path,omitempty"`  // the pin the spec points at
 	Inode      uint64 `json:"inode,omitempty"` // the target namespace's inode
 	// PodPath is the namespace path the backend chose for the pod's shared
-	// namespace: what a fallback after create restores.
+	// namespace: what a fallback after create restores. In the plugin mode
+	// it is the path containerd chose (the target's /proc/<pid>/ns/pid),
+	// which a fallback leaves.
 	PodPath string `json:"podPath,omitempty"`
 
 	// For a targeted ipc namespace: what the container shares with the

@@ -36,7 +36,8 @@
 //	                   container exists, before; the forward; the spec
 //	                   pointed through containerd's API, pointSpec)
 //	nri_answer.go      the NRI answer (nriAnswer): registered by the NRI
-//	                   path (expect), run inside containerd's create
+//	                   path (expect), run inside containerd's create; its
+//	                   decide-and-render (answerNRI) is the plugin mode's too
 //	target_prepare.go  the resolved target (target) and its preparation:
 //	                   the target found with its pid (one call to
 //	                   containerd's API for a full id), the namespaces opened
@@ -77,6 +78,19 @@
 //	                   cannot join namespace paths: configured, containerd's
 //	                   runtime type, or seen by the check; resolve asks it
 //	                   (cannotJoin) before it opens anything
+//
+// The plugin mode (mode = "plugin": no CRI socket, containerd's own CRI
+// serves the kubelet) answers containerd's NRI events with the same steps:
+//
+//	plugin_mode.go     pluginMode, nriplugin's Watcher: a create whose PID
+//	                   namespace is another process's /proc/<pid>/ns/pid
+//	                   planned with that pid's container as target, prepared,
+//	                   decided and rendered by answerNRI; PostStartContainer
+//	                   queues the check, RemoveContainer releases the pins,
+//	                   Synchronize releases those of containers gone
+//	plugin_pids.go     procs: which running container of a pod has a pid
+//	                   (NRI's word, else containerd's), a candidate that the
+//	                   preparation confirms
 //
 // and besides:
 //
@@ -127,6 +141,7 @@
 //	verifier.mu         the reads at tasks' creation, until their check (a leaf)
 //	exitWatch.mu        who joined which target, and their exits (a leaf)
 //	handlers.mu         the pods' runtime handlers and what is known of each (a leaf)
+//	procs.mu            the plugin mode's running containers and their pids (a leaf)
 //	sideQueue.mu        when each channel's drops were last logged (a leaf)
 //	nriplugin's locks   its own (a leaf each; see its doc.go)
 //

@@ -36,12 +36,19 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 }
 
 // CheckBackend calls the backend's CRI Version through the proxy's own
-// connection, within HealthTimeout: the shim is healthy when that answers.
+// connection, within HealthTimeout: the shim is healthy when that answers
+// (and, in the plugin mode, while it is connected to a usable NRI).
 func (s *Server) CheckBackend(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
 	defer cancel()
 	if _, err := s.target.cri.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
 		return fmt.Errorf("backend CRI Version: %w", err)
+	}
+	if s.plugin != nil {
+		// the plugin mode does nothing but through containerd's NRI
+		if usable, why := s.nri.Usable(); !usable {
+			return fmt.Errorf("not connected to containerd's NRI: %s", why)
+		}
 	}
 	return nil
 }

@@ -51,9 +51,22 @@ type pathRecorder interface {
 	TargetingPath(via string)
 }
 
+// pluginPathOf is the plugin mode's path: NRI while it is usable, none
+// otherwise (containerd then creates as it would without cri-nstarget).
+func pluginPathOf(nriUsable bool) string {
+	if nriUsable {
+		return ViaNRI
+	}
+	return viaNone
+}
+
+// viaNone: the plugin mode is not connected to a usable NRI.
+const viaNone = "none"
+
 // newNRI is the shim as an NRI plugin on socket, which says each change of
-// the targeting path in the log and the metrics (m); newServer runs it.
-func newNRI(socket string, log *logrus.Entry, m Metrics) *nriplugin.Plugin {
+// the targeting path (pathOf or pluginPathOf) in the log and the metrics
+// (m); newServer runs it.
+func newNRI(socket string, log *logrus.Entry, m Metrics, pathOf func(bool) string) *nriplugin.Plugin {
 	path := func(usable bool, why string) {
 		via := pathOf(usable)
 		if r, ok := m.(pathRecorder); ok {

@@ -52,9 +52,20 @@ func (a *nriAnswer) adjust(ctr *nriapi.Container) (_ *nriapi.ContainerAdjustment
 	if tg, a.d, err = a.t.before(a.c.prep); err != nil {
 		return nil, err
 	}
-	pt, err := a.t.decideContainer(&a.d, tg, viewOfNRI(ctr), a.t.decideEnv(a.id, a.c.pins))
+	return a.t.answerNRI(&a.d, tg, ctr, a.c.pins)
+}
+
+// answerNRI is the one NRI answer of both modes (the proxy's nriAnswer, the
+// plugin mode's pluginMode.answer), for the container containerd is making
+// (ctr), once d was decided before it existed (before): d is finished with
+// the event's copy of the spec, taking the pins into pins (decideContainer,
+// the Update path's decision too), and rendered as the adjustment containerd
+// applies inside its create (renderNRI). A fallback is answered with its
+// record; strict mode's refusal is the error, which fails the create.
+func (t *targeter) answerNRI(d *decision, tg *target, ctr *nriapi.Container, pins *createPins) (*nriapi.ContainerAdjustment, error) {
+	pt, err := t.decideContainer(d, tg, viewOfNRI(ctr), t.decideEnv(ctr.GetId(), pins))
 	if err != nil {
 		return nil, err
 	}
-	return renderNRI(&a.d, pt)
+	return renderNRI(d, pt)
 }

@@ -47,6 +47,9 @@ const (
 	// names (a VM or user-space-kernel runtime): the configuration says
 	// so, containerd's runtime type, or what verification saw of it.
 	reasonRuntimeCannotJoin reasonKind = "runtime_cannot_join"
+	// The plugin mode: the PID namespace path containerd wrote names a pid
+	// that is no running container of the pod (or no longer the target's).
+	reasonPIDNotInPod reasonKind = "pid_not_in_pod"
 
 	// What verification (stage verify) saw, besides reasonNone for joined
 	// and the reasons above that apply (containerd_unavailable,

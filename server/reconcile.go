@@ -172,6 +172,16 @@ func (f *flight) end(ctx context.Context, retErr error) {
 	}
 }
 
+// answered closes the record of the plugin mode's answer to containerd's
+// NRI event: containerd's create goes on, or fails, by itself, and nothing
+// is undone here (a refused create leaves nothing in containerd).
+func (f *flight) answered() {
+	if err := f.r.intents.Remove(f.record.ID); err != nil {
+		f.r.log.WithError(err).Warn("remove intent record; the next reconcile removes it")
+	}
+	f.r.flights.done(f.record.ID)
+}
+
 // discardID removes container id, made by an earlier call, which the shim
 // will not keep (a failed start), and its pins. When that cannot be done
 // now (containerd down), a record naming it is written, and the reconciler
@@ -242,6 +252,13 @@ func (r *reconciler) undoRecorded(ctx context.Context) error {
 			continue
 		}
 		log := r.log.WithFields(map[string]any{"record": rec.ID, "name": rec.Name, "attempt": rec.Attempt, "sandbox": rec.Sandbox, "container": rec.Container})
+		if rec.Plugin {
+			// containerd's own create, whose client may hold the
+			// container: it stays; its pins go with it (releaseStale)
+			errs = append(errs, r.intents.Remove(rec.ID))
+			log.Warn("reconcile: cri-nstarget stopped while it answered containerd's NRI event for this container: containerd made it without the answer (with its own TARGET path, unpinned), or not at all")
+			continue
+		}
 		if err := r.undo(ctx, rec); err != nil {
 			log.WithError(err).Warn("reconcile: the container of an unfinished create is not removed yet")
 			errs = append(errs, err)
@@ -307,10 +324,7 @@ func (r *reconciler) releaseStale(ctx context.Context) error {
 	// Pinned in an NRI event, not listed by the backend until its create
 	// returns. Taken before the list: a pin of a create not in flight now is
 	// of a container the list below has, or had.
-	inFlight := map[string]bool{}
-	for _, id := range ids {
-		inFlight[id] = r.pinning.has(id)
-	}
+	inFlight := r.inFlight(ids)
 	resp, err := r.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil {
 		return fmt.Errorf("release stale pins: list backend containers: %w", err)
@@ -319,13 +333,39 @@ func (r *reconciler) releaseStale(ctx context.Context) error {
 	for _, c := range resp.GetContainers() {
 		live[c.GetId()] = true
 	}
+	return r.releaseGone(ids, inFlight, live)
+}
+
+// releaseAbsent releases the pins of containers not in live, the containers
+// containerd handed the plugin mode at NRI's Synchronize: containerd sends it
+// holding its plugin-sync lock for writing, so no create of it is pinning
+// now; only those in flight in this process are left alone.
+func (r *reconciler) releaseAbsent(live map[string]bool) error {
+	ids, err := r.pins.IDs()
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	return r.releaseGone(ids, r.inFlight(ids), live)
+}
+
+// inFlight tells which of ids are pinned by a create in flight.
+func (r *reconciler) inFlight(ids []string) map[string]bool {
+	in := map[string]bool{}
+	for _, id := range ids {
+		in[id] = r.pinning.has(id)
+	}
+	return in
+}
+
+// releaseGone releases the pins of ids but those of containers live or in
+// flight. One pin that cannot be released does not keep the others.
+func (r *reconciler) releaseGone(ids []string, inFlight, live map[string]bool) error {
 	var errs []error
 	for _, id := range ids {
 		if live[id] || inFlight[id] {
 			continue
 		}
 		if err := r.pins.Release(id); err != nil {
-			// one pin that cannot be released does not keep the others
 			r.log.WithError(err).WithField("container", id).Warn("release pins of a container the backend no longer has")
 			errs = append(errs, err)
 			continue

@@ -113,9 +113,10 @@ const (
 // that fell back then): a Warning when some namespace falls back, none when
 // every namespace asked for is pointed at the target's (what joins is said
 // once it is seen, after the start: verifiedEvent). It names containers by
-// name, never by id; there is none for a request without a target or a pod.
+// name, never by id; there is none for a request without a target (but in
+// the plugin mode, where the target may not be known) or a pod.
 func targetingEvent(name, stage string, rec oci.Record) (Event, bool) {
-	if rec.Pod == nil || rec.Target == "" || name == "" {
+	if rec.Pod == nil || (rec.Target == "" && rec.Mode != ModePlugin) || name == "" {
 		return Event{}, false
 	}
 	target, ref := targetNames(rec.TargetName)
@@ -131,29 +132,34 @@ func targetingEvent(name, stage string, rec oci.Record) (Event, bool) {
 			whys = append(whys, fmt.Sprintf("%s (%s)", inWordsFor(reasonKind(r.ReasonKind), r.Stage, target, name, rec.RuntimeHandler), r.ReasonKind))
 		}
 	}
-	e := Event{Pod: *rec.Pod, Container: name}
 	if len(fell) == 0 {
 		return Event{}, false
 	}
-	e.Reason, e.Warning = eventFallback, true
 	var b strings.Builder
 	fmt.Fprintf(&b, "Container %s ", name)
 	if len(joined) > 0 && stage == "create" {
 		fmt.Fprintf(&b, "is pointed at the %s of %s (pinned by cri-nstarget; checked once it starts), but ", nsList(joined), ref)
 	}
-	verb := "runs"
-	if stage == "start" {
-		verb = "starts"
+	if rec.Mode == ModePlugin {
+		fmt.Fprintf(&b, "is left as containerd made it, in %s, unpinned: ", leftWhere(rec.Namespaces[fell[0]].PodPath))
+	} else {
+		verb := "runs"
+		if stage == "start" {
+			verb = "starts"
+		}
+		fmt.Fprintf(&b, "%s in the pod's %s, not in %s's: ", verb, nsList(fell), ref)
 	}
-	fmt.Fprintf(&b, "%s in the pod's %s, not in %s's: ", verb, nsList(fell), ref)
 	if len(whys) == 2 && whys[0] != whys[1] {
 		fmt.Fprintf(&b, "%s: %s; %s: %s", fell[0], whys[0], fell[1], whys[1])
 	} else {
 		b.WriteString(whys[0])
 	}
-	fmt.Fprintf(&b, ". %s.", upper(strings.Join(seesPod(fell, target), ", and ")))
-	e.Message = b.String()
-	return e, true
+	if rec.Mode == ModePlugin {
+		b.WriteString(". cri-nstarget did not pin the namespace: containerd's own TARGET applies, which does not hold the pid it names for the container.")
+	} else {
+		fmt.Fprintf(&b, ". %s.", upper(strings.Join(seesPod(fell, target), ", and ")))
+	}
+	return Event{Pod: *rec.Pod, Container: name, Warning: true, Reason: eventFallback, Message: b.String()}, true
 }
 
 // nsList is "pid namespace", "pid and ipc namespaces".
@@ -237,6 +243,8 @@ func inWordsFor(why reasonKind, stage, target, name, handler string) string {
 		return name + "'s user namespace may not join " + target + "'s namespace (the kernel refuses it)"
 	case reasonNRIConflict:
 		return "another NRI plugin on the node sets " + name + "'s namespaces, and wins"
+	case reasonPIDNotInPod:
+		return "the pid containerd pointed " + name + " at is no running container of its pod that cri-nstarget could confirm as " + target
 	}
 	return "targeting failed"
 }

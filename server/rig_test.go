@@ -94,6 +94,13 @@ func newRigWith(t testing.TB, strict bool, grpcOpts ...grpc.ServerOption) *rig {
 // value: the fakes, the kernel's side faked, and nri (nil: the Update path).
 func buildRig(t testing.TB, strict bool, nri *nriplugin.Plugin, grpcOpts ...grpc.ServerOption) *rig {
 	t.Helper()
+	return buildRigMode(t, strict, nri, false, grpcOpts...)
+}
+
+// buildRigMode is buildRig in the plugin mode when plugin (nri then
+// watches every container, and no CRI is served).
+func buildRigMode(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool, grpcOpts ...grpc.ServerOption) *rig {
+	t.Helper()
 	r := &rig{
 		backend: &fakeBackend{},
 		tasks:   &fakeTasks{pid: 4242},
@@ -133,17 +140,21 @@ func buildRig(t testing.TB, strict bool, nri *nriplugin.Plugin, grpcOpts ...grpc
 		intents:  intents.New(t.TempDir()),
 		kernel:   k,
 		nri:      nri,
+		plugin:   plugin,
 		strict:   strict,
 		log:      logrus.NewEntry(log),
 		grpcOpts: grpcOpts,
 	})
-	r.shimLis = bufconn.Listen(1 << 20)
-	go r.server.Serve(r.shimLis)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		r.server.Shutdown(ctx)
 	})
+	if plugin {
+		return r
+	}
+	r.shimLis = bufconn.Listen(1 << 20)
+	go r.server.Serve(r.shimLis)
 	r.shim = dialMem(t, r.shimLis)
 	return r
 }
@@ -997,6 +1008,12 @@ func specAny(t *testing.T, s *specs.Spec) *anypb.Any {
 // adaptation package), in this process, with a socket of its own.
 func nriRuntime(t testing.TB, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
 	t.Helper()
+	return nriRuntimeOf(t, "v2.4.2", opts...)
+}
+
+// nriRuntimeOf is nriRuntime as containerd of that version runs it.
+func nriRuntimeOf(t testing.TB, version string, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
+	t.Helper()
 	quietNRI.Do(func() { nrilog.Set(quietLog{}) }) // a global: set once, before any runtime runs
 	dir, err := os.MkdirTemp("", "nri")            // short: a unix socket path
 	if err != nil {
@@ -1011,7 +1028,7 @@ func nriRuntime(t testing.TB, opts ...adaptation.Option) (*adaptation.Adaptation
 	update := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
 		return nil, nil
 	}
-	a, err := adaptation.New("containerd", "v2.4.2", sync, update, append([]adaptation.Option{adaptation.WithSocketPath(socket),
+	a, err := adaptation.New("containerd", version, sync, update, append([]adaptation.Option{adaptation.WithSocketPath(socket),
 		adaptation.WithPluginPath(filepath.Join(dir, "plugins")), adaptation.WithPluginConfigPath(filepath.Join(dir, "conf"))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

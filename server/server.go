@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -74,6 +75,10 @@ type Options struct {
 	// join namespace paths, comma-separated; HandlersAuto among them adds
 	// those whose containerd runtime type is not runc's.
 	HandlersWithoutJoin string
+	// Mode is ModeProxy (""), or ModePlugin: no CRI socket is served (the
+	// Server is not Served), Backend is containerd's own CRI, and the
+	// targeting is done in containerd's NRI events alone.
+	Mode string
 }
 
 // Server is the CRI proxy: one grpc.Server whose every CRI method forwards
@@ -87,8 +92,9 @@ type Server struct {
 	hooks   map[string]hook // intercepted method -> its handler
 	target  *targeter
 	nri     *nriplugin.Plugin // nil: the Update path only
+	plugin  *pluginMode       // the plugin mode; nil: the proxy
 	log     *logrus.Entry
-	grpc    *grpc.Server
+	grpc    *grpc.Server   // nil in the plugin mode
 	metrics Metrics        // nil: none
 	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
 	// life is the server's lifetime: it ends when Shutdown begins (stop),
@@ -129,8 +135,11 @@ func New(opts Options) *Server {
 		metrics:  opts.Metrics,
 		sink:     opts.Events,
 	}
-	if opts.TargetingVia != ViaUpdate {
-		d.nri, d.nriOnly = newNRI(opts.NRISocket, log, opts.Metrics), opts.TargetingVia == ViaNRI
+	switch {
+	case opts.Mode == ModePlugin:
+		d.nri, d.plugin = newNRI(opts.NRISocket, log, opts.Metrics, pluginPathOf), true
+	case opts.TargetingVia != ViaUpdate:
+		d.nri, d.nriOnly = newNRI(opts.NRISocket, log, opts.Metrics, pathOf), opts.TargetingVia == ViaNRI
 	}
 	return newServer(d)
 }
@@ -152,6 +161,7 @@ type deps struct {
 	kernel   kernel
 	nri      *nriplugin.Plugin // nil: the Update path only
 	nriOnly  bool              // refuse TARGET creates while NRI is not usable
+	plugin   bool              // the plugin mode: nri watches every container, no CRI is served
 	strict   bool
 	log      *logrus.Entry // nil: logrus' standard logger
 	metrics  Metrics       // nil: none
@@ -210,13 +220,17 @@ func (s *Server) TargetingPath() (string, string) {
 		return ViaUpdate, "the Update path is configured"
 	}
 	usable, why := s.nri.Usable()
+	if s.plugin != nil {
+		return pluginPathOf(usable), why
+	}
 	return pathOf(usable), why
 }
 
 // newServer builds a Server on d, and starts what lives as long as it: the
 // side queue's goroutine, the reader of containerd's events and the check
 // after each start of a pinned container (when d has events), and the NRI
-// connection (when d has nri). Shutdown ends them.
+// connection (when d has nri). Shutdown ends them. In the plugin mode it
+// builds no grpc.Server: the NRI plugin watches every container instead.
 func newServer(d deps) *Server {
 	log := d.log
 	if log == nil {
@@ -228,6 +242,36 @@ func newServer(d deps) *Server {
 		dropped = m.Dropped
 	}
 	side := newSideQueue(life, log, dropped)
+	t := newTargeter(d, life, side, log)
+	s := &Server{target: t, nri: d.nri, log: log, metrics: d.metrics, life: life, stop: stop}
+	if d.plugin {
+		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life}
+		d.nri.Watch(s.plugin)
+	} else {
+		s.serveCRI(d)
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		side.run()
+	}()
+	if d.events != nil {
+		t.verify = newVerifier(t, d.states, d.events, log)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			d.events.run(life, sideEvents{t})
+		}()
+	}
+	if d.nri != nil {
+		go d.nri.Run(life)
+	}
+	return s
+}
+
+// newTargeter is the targeting of a Server built on d, its side channels
+// on side.
+func newTargeter(d deps, life context.Context, side *sideQueue, log *logrus.Entry) *targeter {
 	t := &targeter{
 		recon:    newReconciler(life, d.cri, d.pins, d.intents, log),
 		report:   reporter{log: log, metrics: d.metrics, events: d.sink},
@@ -247,21 +291,20 @@ func newServer(d deps) *Server {
 	}
 	t.exits = newExitWatch(t, side)
 	t.report.watch = t.exits.watch
-	s := &Server{
-		proxy:   proxy{backend: d.backend, codec: newRawCodec(), stopping: life},
-		target:  t,
-		nri:     d.nri,
-		log:     log,
-		metrics: d.metrics,
-		life:    life,
-		stop:    stop,
-		hooks: map[string]hook{
-			"/runtime.v1.RuntimeService/RunPodSandbox":    t.runPodSandbox,
-			"/runtime.v1.RuntimeService/CreateContainer":  t.createContainer,
-			"/runtime.v1.RuntimeService/StartContainer":   t.startContainer,
-			"/runtime.v1.RuntimeService/RemoveContainer":  t.removeContainer,
-			"/runtime.v1.RuntimeService/RemovePodSandbox": t.removePodSandbox,
-		},
+	return t
+}
+
+// serveCRI builds the proxy: the grpc.Server whose every CRI method
+// forwards to d's backend, the intercepted ones through the hooks.
+func (s *Server) serveCRI(d deps) {
+	t := s.target
+	s.proxy = proxy{backend: d.backend, codec: newRawCodec(), stopping: s.life}
+	s.hooks = map[string]hook{
+		"/runtime.v1.RuntimeService/RunPodSandbox":    t.runPodSandbox,
+		"/runtime.v1.RuntimeService/CreateContainer":  t.createContainer,
+		"/runtime.v1.RuntimeService/StartContainer":   t.startContainer,
+		"/runtime.v1.RuntimeService/RemoveContainer":  t.removeContainer,
+		"/runtime.v1.RuntimeService/RemovePodSandbox": t.removePodSandbox,
 	}
 	s.grpc = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.UnknownServiceHandler(s.handleUnknown),
@@ -278,24 +321,6 @@ func newServer(d deps) *Server {
 	}, d.grpcOpts...)...)
 	s.registerCRI()
 	s.registerHealth()
-
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		side.run()
-	}()
-	if d.events != nil {
-		t.verify = newVerifier(t, d.states, d.events, log)
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			d.events.run(life, sideEvents{t})
-		}()
-	}
-	if d.nri != nil {
-		go d.nri.Run(life)
-	}
-	return s
 }
 
 // newVerifier is the check after each start of a pinned container (states:
@@ -363,8 +388,13 @@ func (s *Server) handleUnknown(_ any, ss grpc.ServerStream) error {
 	return s.instrument(method, func() error { return s.proxy.stream(ss, method) })
 }
 
-// Serve serves CRI on lis until Shutdown.
-func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
+// Serve serves CRI on lis until Shutdown; not in the plugin mode.
+func (s *Server) Serve(lis net.Listener) error {
+	if s.grpc == nil {
+		return errors.New("the plugin mode serves no CRI")
+	}
+	return s.grpc.Serve(lis)
+}
 
 // Shutdown stops accepting connections and calls, ends the streams (with
 // Unavailable: their clients subscribe again to the next shim), lets the
@@ -374,16 +404,8 @@ func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 // not wait for handlers that closing the connections has cancelled.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.stop() // ends the streams, the reconciler's loop and the NRI connection
-	drained := make(chan struct{})
-	go func() {
-		s.grpc.GracefulStop()
-		close(drained)
-	}()
-	select {
-	case <-drained:
-	case <-ctx.Done():
-		s.log.Warn("shutdown: calls still in flight at the deadline; closing their connections")
-		s.grpc.Stop()
+	if s.grpc != nil {
+		s.stopGRPC(ctx)
 	}
 	// the side queue and the event reader end with life, each after the
 	// call it makes (bounded by its own timeout)
@@ -396,6 +418,22 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-ended:
 	case <-ctx.Done():
 		s.log.Warn("shutdown: a check after an answer is still running at the deadline")
+	}
+}
+
+// stopGRPC lets the calls in flight finish until ctx is done, then closes
+// every connection.
+func (s *Server) stopGRPC(ctx context.Context) {
+	drained := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		s.log.Warn("shutdown: calls still in flight at the deadline; closing their connections")
+		s.grpc.Stop()
 	}
 }
 

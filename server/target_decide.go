@@ -39,6 +39,11 @@ type failure struct {
 func decisionFor(req criwire.Create, p *plan, tg *target) decision {
 	d := decision{name: req.Name, rec: oci.Record{Target: tg.id, TargetName: tg.name, Pod: podOf(req.Pod), RuntimeHandler: tg.handler,
 		Namespaces: map[string]oci.NamespaceRecord{}}}
+	if p.pid != 0 {
+		// the plugin mode: a fallback leaves the path containerd chose
+		d.rec.Mode = ModePlugin
+		d.rec.Namespaces[string(namespaces.PID)] = oci.NamespaceRecord{PodPath: procPIDPath(p.pid)}
+	}
 	for _, u := range p.unknown {
 		d.fallBack(u.kind, "create", reasonUnknownMode, codes.InvalidArgument,
 			fmt.Sprintf("unknown NamespaceMode %d for the %s namespace (known: POD, CONTAINER, NODE, TARGET)", u.mode, u.kind))
@@ -50,7 +55,8 @@ func decisionFor(req criwire.Create, p *plan, tg *target) decision {
 		return d
 	}
 	for _, h := range tg.handles {
-		d.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino}
+		d.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino,
+			PodPath: d.rec.Namespaces[string(h.Kind)].PodPath}
 	}
 	return d
 }
@@ -65,7 +71,8 @@ func podOf(p oci.Pod) *oci.Pod {
 }
 
 func (d *decision) fallBack(kind string, stage string, why reasonKind, code codes.Code, reason string) {
-	d.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason, ReasonKind: string(why)}
+	d.rec.Namespaces[kind] = oci.NamespaceRecord{Result: oci.Fallback, Stage: stage, Reason: reason, ReasonKind: string(why),
+		PodPath: d.rec.Namespaces[kind].PodPath}
 	d.fails = append(d.fails, failure{kind: kind, code: code, reason: reason, why: why})
 }
 
@@ -286,8 +293,27 @@ func strictErr(d *decision, strict bool) error {
 			d.name, f.reason, f.why, f.kind)}
 	}
 	target, ref := targetNames(d.rec.TargetName)
-	return &refusal{fails: d.fails, err: coded(f.code, "strict targeting: container %s cannot join the %s namespace of %s: %s (%s: %s); without strict_targeting it would run in the pod's",
-		d.name, f.kind, ref, inWordsFor(f.why, "create", target, d.name, d.rec.RuntimeHandler), f.why, f.reason)}
+	return &refusal{fails: d.fails, err: coded(f.code, "strict targeting: container %s cannot join the %s namespace of %s: %s (%s: %s); without strict_targeting %s",
+		d.name, f.kind, ref, inWordsFor(f.why, "create", target, d.name, d.rec.RuntimeHandler), f.why, f.reason, withoutStrict(d.rec, f.kind))}
+}
+
+// withoutStrict says where a container would run without strict mode:
+// in the pod's namespace (the proxy), or where containerd pointed it (the
+// plugin mode).
+func withoutStrict(rec oci.Record, kind string) string {
+	if rec.Mode == ModePlugin {
+		return "it would be left as containerd made it: in " + leftWhere(rec.Namespaces[kind].PodPath) + ", unpinned"
+	}
+	return "it would run in the pod's"
+}
+
+// leftWhere names the namespace containerd's path (the plugin mode's
+// PodPath) names.
+func leftWhere(path string) string {
+	if path == "" {
+		return "the namespace containerd chose"
+	}
+	return "the PID namespace containerd pointed it at (" + path + ")"
 }
 
 // specNotWritten decides what a create whose spec could not be written

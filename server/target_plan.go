@@ -18,6 +18,10 @@ type plan struct {
 	target  string
 	kinds   []namespaces.Kind
 	unknown []unknownMode
+	// pid is, in the plugin mode, the pid whose PID namespace containerd
+	// pointed the container at (its target's, when containerd looked); 0
+	// for the proxy.
+	pid uint32
 }
 
 type unknownMode struct {

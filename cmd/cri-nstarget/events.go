@@ -21,7 +21,7 @@ func newEvents(cfg conf.Config, log *logrus.Entry, mx *metricsEndpoint) *podEven
 		log.Info("events: off (events_kubeconfig is empty)")
 		return nil
 	}
-	opts := events.Options{Kubeconfig: cfg.EventsKubeconfig, UserAgent: "cri-nstarget/" + currentBuild().Version, Log: log}
+	opts := events.Options{Kubeconfig: cfg.EventsKubeconfig, UserAgent: "cri-nstarget/" + currentBuild().Version, Node: cfg.NodeName, Log: log}
 	if mx != nil {
 		opts.Metrics = mx.rec
 	}
@@ -36,9 +36,34 @@ func (p *podEvents) sink() server.EventSink {
 	return p
 }
 
-// Post hands the server's Event to the sender, whose Event has the same
-// fields.
-func (p *podEvents) Post(e server.Event) { p.s.Post(events.Event(e)) }
+// Post hands the server's Event, about a pod, to the sender.
+func (p *podEvents) Post(e server.Event) {
+	p.s.Post(events.Event{Pod: e.Pod, Container: e.Container, Warning: e.Warning, Reason: e.Reason, Message: e.Message})
+}
+
+// reasonPluginUnsupported is the Warning on the node where the plugin mode
+// can do nothing.
+const reasonPluginUnsupported = "PluginUnsupported"
+
+// pluginUnsupported is the Event on the node when the plugin mode, having
+// tried containerd's NRI once, found it unusable (via is not NRI's), and
+// why: NRI off, a containerd older than 2.2. The plugin then does nothing
+// but try again (retries, and its readiness, say the rest).
+func pluginUnsupported(via, why string) (events.Event, bool) {
+	if via == server.ViaNRI {
+		return events.Event{}, false
+	}
+	return events.Event{Node: true, Warning: true, Reason: reasonPluginUnsupported,
+		Message: "cri-nstarget (mode plugin) does nothing on this node: " + why +
+			"; containerd makes debug containers as it would without it (TARGET unpinned). It needs containerd 2.2 or later, with NRI on."}, true
+}
+
+// postNode hands an Event about the node to the sender.
+func (p *podEvents) postNode(e events.Event) {
+	if p != nil {
+		p.s.Post(e)
+	}
+}
 
 // close posts what is queued until ctx ends, then drops the rest.
 func (p *podEvents) close(ctx context.Context) {

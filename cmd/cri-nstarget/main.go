@@ -89,7 +89,8 @@ const reconcileTimeout = 10 * time.Second
 const nriWaitTimeout = 5 * time.Second
 
 // run serves until ctx is done, then stops gracefully within the shutdown
-// timeout and removes its socket.
+// timeout and removes its socket. In the plugin mode it serves no CRI: it
+// answers containerd's NRI events until ctx is done.
 func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -102,7 +103,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		return err
 	}
 	defer closeConns()
-	mx, err := listenMetrics(cfg.MetricsAddress)
+	mx, err := listenMetrics(cfg.MetricsAddress, cfg.Mode)
 	if err != nil {
 		return err
 	}
@@ -120,8 +121,29 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		NRISocket:           cfg.NRISocket,
 		Events:              ev.sink(),
 		HandlersWithoutJoin: cfg.NoJoinHandlers,
+		Mode:                cfg.Mode,
 	})
 	mx.serve(srv, log)
+	if cfg.Mode == server.ModePlugin {
+		err = runPlugin(ctx, cfg, srv, ev, log)
+	} else {
+		err = serveCRI(ctx, cfg, srv, log)
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("shutting down")
+	sdNotify(log, daemon.SdNotifyStopping)
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
+	defer cancel()
+	srv.Shutdown(sctx)
+	ev.close(sctx) // what is queued, while the same shutdown_timeout lasts
+	return nil
+}
+
+// serveCRI is the proxy: it serves the CRI socket until ctx is done, and
+// removes the socket after.
+func serveCRI(ctx context.Context, cfg conf.Config, srv *server.Server, log *logrus.Entry) error {
 	lis, path, err := server.Listen(cfg.Listen, cfg.SocketGroup)
 	if err != nil {
 		return err
@@ -140,12 +162,24 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	sdNotify(log, daemon.SdNotifyStopping)
-	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
-	defer cancel()
-	srv.Shutdown(sctx)
-	ev.close(sctx) // what is queued, while the same shutdown_timeout lasts
+	return nil
+}
+
+// runPlugin is the plugin mode: the server's NRI plugin answers
+// containerd's events (it connects, and connects again, by itself) until
+// ctx is done. What a crash left is reconciled at start-up, and again at
+// each NRI synchronization. When its first attempt finds no usable NRI, a
+// Warning on the node says so, once.
+func runPlugin(ctx context.Context, cfg conf.Config, srv *server.Server, ev *podEvents, log *logrus.Entry) error {
+	via, why := prepareToServe(ctx, srv, log)
+	if e, ok := pluginUnsupported(via, why); ok {
+		log.WithField("why", why).Warn("containerd's NRI is not usable: the plugin does nothing until it is (not ready on /healthz)")
+		ev.postNode(e)
+	}
+	log.WithFields(logrus.Fields{"nri": cfg.NRISocket, "containerd": cfg.ContainerdAddress, "strict": cfg.StrictTargeting,
+		"version": currentBuild().Version, "via": via, "via_why": why}).Info("running as an NRI plugin of containerd (mode plugin): no CRI socket")
+	sdNotify(log, daemon.SdNotifyReady)
+	<-ctx.Done()
 	return nil
 }
 

@@ -25,7 +25,8 @@ type metricsEndpoint struct {
 
 // listenMetrics binds addr before anything serves, so that a bad or busy
 // address fails the start. An empty addr means off: nil, nil.
-func listenMetrics(addr string) (*metricsEndpoint, error) {
+// Its metrics carry the mode (proxy or plugin) as the label mode.
+func listenMetrics(addr, mode string) (*metricsEndpoint, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -33,7 +34,7 @@ func listenMetrics(addr string) (*metricsEndpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &metricsEndpoint{rec: metrics.New(currentBuild().Version), lis: lis}, nil
+	return &metricsEndpoint{rec: metrics.New(currentBuild().Version, mode), lis: lis}, nil
 }
 
 // recorder is server.Options.Metrics: nil when metrics are off.

@@ -273,7 +273,7 @@ func apiPod(ctx context.Context, kube *cluster.Cluster, name string) (string, er
 	return p.Metadata.UID, nil
 }
 
-var eventsTotalRE = regexp.MustCompile(`(?m)^cri_nstarget_events_total\{reason="([^"]+)",result="([^"]+)"\} (\S+)$`)
+var eventsTotalRE = regexp.MustCompile(`(?m)^cri_nstarget_events_total\{mode="[^"]+",reason="([^"]+)",result="([^"]+)"\} (\S+)$`)
 
 // eventCounts is what shim s's metrics say became of its events, the
 // non-zero series.

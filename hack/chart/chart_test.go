@@ -38,6 +38,23 @@ func TestChart(t *testing.T) {
 	}
 }
 
+// TestPlugin: what kustomize builds of deploy/plugin (the plugin mode's
+// pod; not in the chart yet) asks for no more than
+// deploy.PluginLeastPrivilege allows, as deploy's own test finds of its
+// files as written.
+func TestPlugin(t *testing.T) {
+	objs, err := build(filepath.Join(deployDir, "plugin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) < 6 {
+		t.Fatalf("%d objects built of deploy/plugin", len(objs))
+	}
+	for _, err := range deploy.PluginLeastPrivilege(objs) {
+		t.Error(err)
+	}
+}
+
 // TestValues: each value reaches the installer's container, the digest
 // winning over the tag, and the schema refuses what the installer would.
 func TestValues(t *testing.T) {

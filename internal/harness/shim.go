@@ -95,6 +95,10 @@ type Shim struct {
 	Conn    *grpc.ClientConn
 	Runtime runtime.RuntimeServiceClient
 	Images  runtime.ImageServiceClient
+	// Plugin: the plugin mode (StartPlugin), which serves no CRI: Conn,
+	// Runtime and Images are nil, and it is ready once containerd has
+	// synchronized it.
+	Plugin bool
 }
 
 // Socket is the shim's CRI socket.
@@ -161,6 +165,51 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 	return s, nil
 }
 
+// StartPlugin starts binary in the plugin mode (--mode plugin) beside c,
+// with its state dir and log in dir, plus extra flags: no CRI socket, an
+// NRI plugin of c. It returns once c has synchronized the plugin.
+func StartPlugin(ctx context.Context, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
+	s := &Shim{Binary: binary, Dir: dir, Plugin: true}
+	s.Args = append([]string{
+		"--config=", "--events-kubeconfig=",
+		"--mode", "plugin",
+		"--runtime-endpoint", c.Endpoint(),
+		"--containerd-address", c.Address(),
+		"--state-dir", s.StateDir(),
+		"--nri-socket", c.NRISocket(),
+		"--log-level", "debug",
+	}, extra...)
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// pluginSynced is what the plugin mode logs at each NRI synchronization.
+const pluginSynced = `msg="NRI plugin synchronized"`
+
+// Syncs counts the NRI synchronizations the plugin logged.
+func (s *Shim) Syncs() int {
+	b, _ := os.ReadFile(s.LogPath())
+	return strings.Count(string(b), pluginSynced)
+}
+
+// ready tells whether the shim serves: its CRI answers, or, in the plugin
+// mode, containerd has synchronized it since it started (synced before:
+// the count then).
+func (s *Shim) ready(ctx context.Context, before int) error {
+	if s.Plugin {
+		if s.Syncs() > before {
+			return nil
+		}
+		return errors.New("not synchronized by containerd's NRI yet")
+	}
+	vctx, vcancel := context.WithTimeout(ctx, time.Second)
+	defer vcancel()
+	_, err := s.Runtime.Version(vctx, &runtime.VersionRequest{})
+	return err
+}
+
 // Start (re)starts the shim process with the same arguments.
 func (s *Shim) Start(ctx context.Context) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
@@ -170,6 +219,7 @@ func (s *Shim) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shim log: %w", err)
 	}
+	before := s.Syncs()
 	cmd := exec.Command(s.Binary, s.Args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -183,9 +233,7 @@ func (s *Shim) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
-		vctx, vcancel := context.WithTimeout(ctx, time.Second)
-		_, err := s.Runtime.Version(vctx, &runtime.VersionRequest{})
-		vcancel()
+		err := s.ready(ctx, before)
 		if err == nil {
 			return nil
 		}
@@ -242,7 +290,9 @@ func (s *Shim) release() {
 // left for the caller (its pins may outlive the process on purpose).
 func (s *Shim) Close() error {
 	err := s.Stop()
-	s.Conn.Close()
+	if s.Conn != nil {
+		s.Conn.Close()
+	}
 	return err
 }
 

@@ -1,0 +1,214 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// The plugin mode (mode = "plugin"): cri-nstarget serves no CRI socket, and
+// every call below goes to containerd's own CRI socket (direct), as the
+// kubelet's would; cri-nstarget only answers containerd's NRI events.
+
+// startPlugin starts binary in the plugin mode beside the test containerd,
+// stopped (by pid) when t ends; its pins must all be released by then
+// (containerd's RemoveContainer events, as the test's pods are removed).
+func startPlugin(t *testing.T, binary string, flags ...string) *harness.Shim {
+	t.Helper()
+	requireNRI(t)
+	dir := filepath.Join(tmp, fmt.Sprintf("s%d", shimCount.Add(1)))
+	s, err := harness.StartPlugin(context.Background(), binary, dir, env.Containerd, flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// runs after the cleanups of the pods made while it ran
+		eventually(t, "the plugin's pins to be released", func() bool { return len(mountsUnder(t, s.StateDir())) == 0 })
+		if err := s.Close(); err != nil {
+			t.Errorf("stop the plugin: %v", err)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(s.LogPath())
+			t.Logf("plugin log:\n%s", b)
+		}
+	})
+	return s
+}
+
+// pinOf is where the plugin mode pins container id's PID namespace.
+func pinOf(s *harness.Shim, id string) string { return filepath.Join(s.StateDir(), "pins", id, "pid") }
+
+// A TARGET debug container made by containerd's own CRI is pinned by the
+// plugin inside containerd's create: its spec names the pin, never the
+// target's /proc/<pid>/ns/pid that containerd wrote; it sees the target's
+// processes; its record says the plugin mode wrote it through NRI; and the
+// check after its start (at NRI's PostStartContainer) sees it joined.
+func TestPluginModeTarget(t *testing.T) {
+	s := startPlugin(t, shimBin)
+	p := runPod(t, direct, ownMode)
+	app := run(t, direct, p, "app", pidOwn, "sleep", "3651")
+	dbg := mustCreate(t, direct, p, "debug", targetOf(app))
+	ci := direct.Info(t, dbg)
+	rec := ci.Record(t)
+	if got := nsPath(ci, "pid"); got != pinOf(s, dbg) {
+		t.Errorf("debug container's spec names pid namespace %q, want the plugin's pin %s (containerd wrote /proc/%d/ns/pid)", got, pinOf(s, dbg), pidOf(t, app))
+	}
+	if ns := rec.Namespaces["pid"]; rec.Mode != "plugin" || rec.Via != "nri" || rec.Target != app || ns.Result != oci.Targeted ||
+		ns.PodPath != fmt.Sprintf("/proc/%d/ns/pid", pidOf(t, app)) {
+		t.Errorf("record %+v: want targeted at %s by the plugin mode, through NRI, containerd's path kept as the pod's", rec, app)
+	}
+	mustStart(t, direct, dbg)
+	if ps := execIn(t, direct, dbg, "ps", "-o", "pid,args"); !strings.Contains(ps, "sleep 3651") {
+		t.Errorf("debug container does not see the app's process:\n%s", ps)
+	}
+	if got, want := nsInside(t, direct, dbg, "pid"), nsInside(t, direct, app, "pid"); got != want {
+		t.Errorf("debug container in pid namespace %s, want the app's %s", got, want)
+	}
+	eventually(t, "the check after the start to see it joined", func() bool {
+		v := direct.Info(t, dbg).Record(t).Namespaces["pid"].Verify
+		return v != nil && v.Result == oci.Joined
+	})
+}
+
+// The target is killed after the debug container's create and an unrelated
+// process takes its pid before the start: the namespace the debug
+// container's spec names is still the target's (the pin), never the
+// impostor's, which containerd's /proc/<pid>/ns/pid would name now. Its
+// start then never lands in the impostor's namespace (containerd's own
+// check at start refuses a target that is not running; if it did not, runc
+// would join the pin).
+func TestPluginModePIDReuseBetweenCreateAndStart(t *testing.T) {
+	s := startPlugin(t, shimBin)
+	p := runPod(t, direct, ownMode)
+	app := run(t, direct, p, "app", pidOwn)
+	pid := pidOf(t, app)
+	appNS, err := namespaces.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbg := mustCreate(t, direct, p, "debug", targetOf(app))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pid to be free", func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+	impostor := reoccupy(t, pid)
+	impostorNS, err := namespaces.Stat(fmt.Sprintf("/proc/%d/ns/pid", impostor.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := nsPath(direct.Info(t, dbg), "pid")
+	if path != pinOf(s, dbg) {
+		t.Errorf("the debug container's spec names %s, want the plugin's pin %s", path, pinOf(s, dbg))
+	}
+	named, err := namespaces.Stat(path)
+	switch {
+	case err != nil:
+		t.Fatalf("the namespace the debug container's spec names (%s): %v", path, err)
+	case named == impostorNS:
+		t.Fatalf("the debug container's spec names %s, the impostor's pid namespace %v (pid %d reused)", path, impostorNS, pid)
+	case named != appNS:
+		t.Errorf("the debug container's spec names %s, namespace %v; want the target's %v", path, named, appNS)
+	}
+	_, err = direct.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg})
+	t.Logf("start after the target's pid was reused: %v", err)
+	if err == nil && nsInside(t, direct, dbg, "pid") == nsOfPid(t, impostor.Process.Pid, "pid") {
+		t.Fatal("the debug container started in the impostor's pid namespace")
+	}
+}
+
+// containerd checks that a TARGET is a running container of the same pod
+// before it makes anything, and before NRI: a debug container targeting
+// another pod's container is refused by containerd itself, and the plugin
+// never sees it (nothing pinned). The plugin's own check of the pid
+// containerd wrote (the running container of the same pod with that pid)
+// is for a pid reused in between; TestPluginModeCreate and TestProcsFind
+// (server) hold it.
+func TestPluginModeSamePod(t *testing.T) {
+	s := startPlugin(t, shimBin)
+	other := runPod(t, direct, ownMode)
+	app := run(t, direct, other, "app", pidOwn)
+	p := runPod(t, direct, ownMode)
+	if _, err := createIn(t, direct, p, "debug", targetOf(app)); err == nil || !strings.Contains(err.Error(), "does not belong to sandbox") {
+		t.Errorf("create targeting another pod's container: %v, want containerd's refusal", err)
+	}
+	if m := mountsUnder(t, filepath.Join(s.StateDir(), "pins")); len(m) != 0 {
+		t.Errorf("pins after a refused create: %v", m)
+	}
+}
+
+// The plugin killed while containerd waits for its answer to a TARGET
+// create, then restarted: containerd gives up on it and makes the
+// container as it would without it (its own /proc/<pid>/ns/pid, unpinned;
+// its client has it), or fails the create; either way nothing is left that
+// blocks the next try: no intent record, no pin of a container containerd
+// does not have, and the next debug container of the same pod is pinned.
+func TestPluginModeKilledMidCreate(t *testing.T) {
+	marks := t.TempDir()
+	t.Setenv("CRI_NSTARGET_FAILPOINT", "create:nri-event")
+	t.Setenv("CRI_NSTARGET_FAILPOINT_DIR", marks)
+	s := startPlugin(t, failpointShim(t))
+	p := runPod(t, direct, ownMode)
+	app := run(t, direct, p, "app", pidOwn)
+	answered := make(chan error, 1)
+	var first string
+	go func() {
+		var err error
+		first, err = createIn(t, direct, p, "debug", targetOf(app))
+		answered <- err
+	}()
+	eventually(t, "the plugin to stop in its answer", func() bool { _, err := os.Stat(filepath.Join(marks, "failpoint-reached")); return err == nil })
+	s.Kill()
+	var err error
+	select {
+	case err = <-answered:
+	case <-time.After(time.Minute):
+		t.Fatal("containerd's create did not end within a minute of the plugin's death")
+	}
+	t.Logf("containerd's create, its plugin killed in its answer: id %q, %v", first, err)
+	t.Setenv("CRI_NSTARGET_FAILPOINT", "")
+	if err := s.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	attempt := uint32(0)
+	if err == nil {
+		if path := nsPath(direct.Info(t, first), "pid"); path != fmt.Sprintf("/proc/%d/ns/pid", pidOf(t, app)) {
+			t.Errorf("the container made without the plugin's answer names pid namespace %q, want containerd's own", path)
+		}
+		attempt = 1
+	}
+	eventually(t, "the intent record to be reconciled", func() bool {
+		recs, _ := os.ReadDir(filepath.Join(s.StateDir(), "intents"))
+		return len(recs) == 0
+	})
+	if err == nil && !containerIDs(t)[first] {
+		t.Errorf("the container containerd made without the plugin's answer (%s) was removed at the restart: its client holds it", first)
+	}
+	dbg, err := createCfg(t, direct, p, &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "debug", Attempt: attempt},
+		Command: []string{"sleep", "3600"}, Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: targetOf(app)}}})
+	if err != nil {
+		t.Fatalf("the next try after the plugin's restart: %v", err)
+	}
+	if got := nsPath(direct.Info(t, dbg), "pid"); got != pinOf(s, dbg) {
+		t.Errorf("the next try names pid namespace %q, want the pin %s", got, pinOf(s, dbg))
+	}
+	mustStart(t, direct, dbg)
+	if got, want := nsInside(t, direct, dbg, "pid"), nsInside(t, direct, app, "pid"); got != want {
+		t.Errorf("the next try runs in pid namespace %s, want the app's %s", got, want)
+	}
+	if pins, _ := os.ReadDir(filepath.Join(s.StateDir(), "pins")); len(pins) != 1 || pins[0].Name() != dbg {
+		t.Errorf("pin directories: %v, want only %s", names(pins), dbg)
+	}
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	nriapi "github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+
+	"github.com/cri-nstarget/cri-nstarget/criwire"
+	"github.com/cri-nstarget/cri-nstarget/intents"
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
+	"github.com/cri-nstarget/cri-nstarget/oci"
+)
+
+// cri-nstarget's modes (Options.Mode, the configuration's mode).
+const (
+	// ModeProxy: a CRI proxy in front of containerd (the default).
+	ModeProxy = "proxy"
+	// ModePlugin: no CRI socket; containerd's own CRI serves the kubelet,
+	// and cri-nstarget is an NRI plugin of it (containerd 2.2 and later).
+	ModePlugin = "plugin"
+)
+
+// pluginMode is cri-nstarget as an NRI plugin alone (ModePlugin): containerd
+// 2.2 and later make a TARGET container themselves, its PID namespace the
+// target's /proc/<pid>/ns/pid, and send its CreateContainer event to the
+// plugin, which answers it with a pin of that namespace: the target's
+// container is found by that pid among the running containers of the same
+// pod (procs), and then resolved, opened through a pidfd and confirmed as
+// the proxy does (prepare), decided and rendered by the proxy's own NRI
+// answer (answerNRI). What happens after the answer is the proxy's too: the
+// check after a start (at PostStartContainer), the exits of targets, the
+// runtime handlers, the record, the metrics and the Events.
+//
+// A fallback leaves the container as containerd made it (its own path,
+// unpinned), with a Warning saying so; strict mode refuses it instead, and
+// containerd makes nothing. It implements nriplugin.Watcher: each method
+// runs on the NRI stub's goroutine while containerd waits.
+type pluginMode struct {
+	t     *targeter
+	procs *procs
+	// life is the server's: the answers' late steps are bounded by it.
+	life context.Context
+}
+
+// targetPIDPath is the path containerd 2.2+ writes for a TARGET container's
+// PID namespace: its target's init process's.
+var targetPIDPath = regexp.MustCompile(`^/proc/([1-9][0-9]*)/ns/pid$`)
+
+// pidTargeted is the pid whose PID namespace the spec (as the NRI event
+// shows it) names as another process's; false when it names none.
+func pidTargeted(ctr *nriapi.Container) (uint32, bool) {
+	for _, n := range ctr.GetLinux().GetNamespaces() {
+		if n.GetType() != string(namespaces.PID) {
+			continue
+		}
+		m := targetPIDPath.FindStringSubmatch(n.GetPath())
+		if m == nil {
+			return 0, false
+		}
+		pid, err := strconv.ParseUint(m[1], 10, 32)
+		return uint32(pid), err == nil
+	}
+	return 0, false
+}
+
+// requestOf is the create containerd serves, as the proxy would have read
+// it off the wire: the pod sandbox, the container's name and attempt, and
+// the pod as its client named it.
+func requestOf(pod *nriapi.PodSandbox, ctr *nriapi.Container) criwire.Create {
+	return criwire.Create{SandboxID: pod.GetId(), Name: ctr.GetName(),
+		Pod: oci.Pod{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()}}
+}
+
+// Create answers containerd's CreateContainer event: nothing for a
+// container whose PID namespace names no other process's, else the pin of
+// its target's (answer).
+func (m *pluginMode) Create(pod *nriapi.PodSandbox, ctr *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
+	pid, ok := pidTargeted(ctr)
+	if !ok {
+		return nil, nil
+	}
+	m.t.handlers.ran(pod.GetId(), pod.GetRuntimeHandler())
+	ctx, cancel := context.WithTimeout(m.life, lateStepsTimeout)
+	defer cancel()
+	return m.answer(ctx, pod, ctr, pid)
+}
+
+// answer is the plugin mode's targeted create, top to bottom, each resource
+// with one undo as in createTargeted: the target found by pid (or the
+// pid left to containerd), the pins (released but for those kept), the
+// intent record (removed once answered), the preparation (closed), then
+// the proxy's own answer.
+func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container, pid uint32) (_ *nriapi.ContainerAdjustment, retErr error) {
+	t := m.t
+	defer func() { t.report.refused(retErr) }()
+	req := requestOf(pod, ctr)
+	id, err := m.procs.find(ctx, pod.GetId(), pid)
+	if err != nil || id == "" {
+		return m.leave(req, ctr, pid, err)
+	}
+	pins := &createPins{store: t.pins, inFlight: &t.recon.pinning, log: t.log}
+	defer pins.release()
+	f, err := t.recon.begin(intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: req.Name, Target: id, Container: ctr.GetId(), Plugin: true})
+	if err != nil {
+		return nil, err
+	}
+	defer f.answered()
+	prep := t.prepare(ctx, ctx, req, &plan{target: id, kinds: []namespaces.Kind{namespaces.PID}, pid: pid})
+	defer prep.close()
+	failpoint("create:nri-event")
+	tg, d, err := t.before(prep)
+	var ref *refusal
+	switch {
+	case errors.As(err, &ref):
+		return nil, err
+	case err != nil:
+		return m.leave(req, ctr, pid, err)
+	}
+	m.decided(&d, tg, pid)
+	adj, err := t.answerNRI(&d, tg, ctr, pins)
+	if err != nil {
+		return nil, err
+	}
+	if d.targets() {
+		pins.keep(ctr.GetId())
+	}
+	t.report.outcome(ctr.GetId(), ViaNRI, d)
+	failpoint("create:finished")
+	return adj, nil
+}
+
+// decided finishes d, decided before the container existed: the target's
+// process, as containerd names it, must be the one whose pid containerd
+// wrote into the container's spec.
+func (m *pluginMode) decided(d *decision, tg *target, pid uint32) {
+	if tg.failed == nil && tg.pid != pid {
+		d.fallBackTargeted(reasonPIDNotInPod, codes.FailedPrecondition,
+			fmt.Sprintf("containerd pointed the container at pid %d, and the target's process is pid %d", pid, tg.pid))
+	}
+}
+
+// procPIDPath is the PID namespace path containerd writes for pid.
+func procPIDPath(pid uint32) string { return fmt.Sprintf("/proc/%d/ns/pid", pid) }
+
+// leave answers the create of a container whose PID namespace containerd
+// pointed at pid, which is no running container of its pod that
+// cri-nstarget can resolve (why, when it tried): strict mode refuses it;
+// otherwise it is left as containerd made it, with its record, and a
+// Warning saying so.
+func (m *pluginMode) leave(req criwire.Create, ctr *nriapi.Container, pid uint32, why error) (*nriapi.ContainerAdjustment, error) {
+	reason := fmt.Sprintf("containerd pointed the container at the PID namespace of pid %d, which is no running container of its pod", pid)
+	if why != nil {
+		reason += fmt.Sprintf(" (%v)", why)
+	}
+	kind := string(namespaces.PID)
+	d := decision{name: req.Name, rec: oci.Record{Pod: podOf(req.Pod), Mode: ModePlugin,
+		Namespaces: map[string]oci.NamespaceRecord{kind: {PodPath: procPIDPath(pid)}}}}
+	d.fallBack(kind, "create", reasonPIDNotInPod, codes.FailedPrecondition, reason)
+	if err := strictErr(&d, m.t.strict); err != nil {
+		return nil, err
+	}
+	adj, err := renderNRI(&d, pointing{})
+	if err != nil {
+		return nil, err
+	}
+	m.t.report.outcome(ctr.GetId(), ViaNRI, d)
+	return adj, nil
+}
+
+// Started is containerd's PostStartContainer: the container's pid is known
+// from now on (procs), and a container with pins is checked (the verifier,
+// as the proxy's start hook queues it).
+func (m *pluginMode) Started(pod *nriapi.PodSandbox, ctr *nriapi.Container) {
+	m.procs.started(ctr.GetId(), pod.GetId(), ctr.GetPid())
+	if _, pinned := m.t.pins.Path(ctr.GetId(), namespaces.PID); pinned {
+		m.t.verify.started(ctr.GetId())
+	}
+}
+
+// Removed is containerd's RemoveContainer (also when its create failed
+// after the answer): the container's pins are released.
+func (m *pluginMode) Removed(ctr *nriapi.Container) {
+	id := ctr.GetId()
+	m.procs.removed(id)
+	m.t.exits.forget(id)
+	if err := m.t.pins.Release(id); err != nil {
+		m.t.log.WithError(err).WithField("container", id).Warn("release pins; retried at the next NRI synchronization")
+	}
+}
+
+// PodRemoved is containerd's RemovePodSandbox: its containers' pins went
+// with each RemoveContainer.
+func (m *pluginMode) PodRemoved(pod *nriapi.PodSandbox) {
+	m.procs.podRemoved(pod.GetId())
+	m.t.handlers.removed(pod.GetId())
+}
+
+// Synchronized is containerd's Synchronize, at every connection (the
+// plugin's start, containerd's restart): the running containers' pids and
+// the pods' runtime handlers are learnt again, the pins of containers
+// containerd no longer has released (those that still exist are kept), and
+// what a crash left in the intent records is reconciled once containerd is
+// free to answer (reconcileSoon).
+func (m *pluginMode) Synchronized(pods []*nriapi.PodSandbox, ctrs []*nriapi.Container) {
+	m.procs.reset(ctrs)
+	live := make(map[string]bool, len(ctrs))
+	for _, c := range ctrs {
+		live[c.GetId()] = true
+	}
+	for _, p := range pods {
+		m.t.handlers.ran(p.GetId(), p.GetRuntimeHandler())
+	}
+	if err := m.t.recon.releaseAbsent(live); err != nil {
+		m.t.log.WithError(err).Warn("release the pins of containers containerd no longer has")
+	}
+	m.t.recon.reconcileSoon()
+	m.t.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs)}).Info("NRI plugin synchronized")
+}
+
+var _ nriplugin.Watcher = (*pluginMode)(nil)
