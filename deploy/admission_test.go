@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,46 +39,29 @@ func TestAdmissionPolicy(t *testing.T) {
 	if bin == "" || etcd == "" {
 		t.Fatal("NSTARGET_KUBERNETES_BIN (kube-apiserver, kubectl) and NSTARGET_ETCD must be set: make deploy-admission")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), Bin: bin, Etcd: etcd, RemoteNode: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
+	// A kube-apiserver of this test once in a while never enforces the
+	// policy it holds (CI runs of 2026-12-06 and -07, and one of about a
+	// dozen runs here right after `make lint`: the policy and its binding
+	// listed, the apiserver's policy source refreshed after them, the dry
+	// run still allowed 90 s later). The policy is the same each time, so
+	// the test judges it on an apiserver that enforces it: up to three, each
+	// given 30 s, each failure logged with what its apiserver held.
+	var c *cluster.Cluster
+	var nodes installcluster.Nodes
+	for attempt := 1; ; attempt++ {
+		var ok bool
+		var stop func()
+		c, nodes, stop, ok = policyCluster(ctx, t, bin, etcd)
+		if ok {
+			break
 		}
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Logf("etcd and kube-apiserver up in %s", time.Since(start).Round(time.Millisecond))
-
-	install, err := filepath.Abs("install")
-	if err != nil {
-		t.Fatal(err)
-	}
-	made := time.Now()
-	kubectl(ctx, t, c, "apply", "-k", install)
-	for _, n := range []string{"node-a", "node-b"} {
-		if err := c.Apply(ctx, nodeManifest(n)); err != nil {
-			t.Fatal(err)
+		stop()
+		if attempt == 3 {
+			t.Fatalf("the policy was not enforced by %d kube-apiservers in turn, 30 s each", attempt)
 		}
 	}
-	if err := c.Apply(ctx, podManifest); err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(kubectl(ctx, t, c, "-n", "cri-nstarget", "create", "token", "cri-nstarget-install",
-		"--bound-object-kind", "Pod", "--bound-object-name", "installer-a", "--duration", "10m"))
-	cfg := &rest.Config{Host: c.Server(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: c.CAFile()}}
-	t.Logf("the token's user: %s", whoami(ctx, t, cfg))
-	nodes, _, _, err := installcluster.Clients(cfg, "cri-nstarget")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitPolicy(ctx, t, c, nodes, made)
 
 	// Its own Node's state, as the installer sets it.
 	a := &installcluster.Node{Nodes: nodes, Name: "node-a"}
@@ -118,6 +102,56 @@ func TestAdmissionPolicy(t *testing.T) {
 	kubectl(ctx, t, c, "patch", "node", "node-b", "--dry-run=server", "-p", `{"spec":{"unschedulable":true}}`)
 }
 
+// policyCluster starts etcd and kube-apiserver, applies deploy/install,
+// two Nodes and the installer's pod on node-a, and returns the cluster and
+// the Nodes client of a token of that pod (bound to it, as the kubelet
+// mounts it), a stop (also at the test's end) and whether the apiserver
+// enforced the policy within 30 s.
+func policyCluster(ctx context.Context, t *testing.T, bin, etcd string) (*cluster.Cluster, installcluster.Nodes, func(), bool) {
+	t.Helper()
+	start := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{Dir: t.TempDir(), Bin: bin, Etcd: etcd, RemoteNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := sync.OnceFunc(func() { stopCluster(t, c) })
+	t.Cleanup(stop)
+	t.Logf("etcd and kube-apiserver up in %s", time.Since(start).Round(time.Millisecond))
+	install, err := filepath.Abs("install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := time.Now()
+	kubectl(ctx, t, c, "apply", "-k", install)
+	for _, n := range []string{"node-a", "node-b"} {
+		if err := c.Apply(ctx, nodeManifest(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Apply(ctx, podManifest); err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(kubectl(ctx, t, c, "-n", "cri-nstarget", "create", "token", "cri-nstarget-install",
+		"--bound-object-kind", "Pod", "--bound-object-name", "installer-a", "--duration", "10m"))
+	cfg := &rest.Config{Host: c.Server(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: c.CAFile()}}
+	t.Logf("the token's user: %s", whoami(ctx, t, cfg))
+	nodes, _, _, err := installcluster.Clients(cfg, "cri-nstarget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, nodes, stop, waitPolicy(ctx, t, c, nodes, made)
+}
+
+func stopCluster(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	if err := c.Stop(); err != nil {
+		t.Error(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
 // denied checks that err is the policy's refusal, saying says.
 func denied(t *testing.T, what string, err error, says string) {
 	t.Helper()
@@ -131,47 +165,42 @@ func denied(t *testing.T, what string, err error, says string) {
 	}
 }
 
-// waitPolicy waits until the apiserver enforces the policy (it loads
-// policies and bindings from its informers, a moment after they are
-// made): a dry-run of cordoning node-a is refused by it. It takes about a
-// second here; once (a CI run of 2026-12-06) the dry run was still allowed
-// 30 s later. If it is not enforced in 30 s, the test says what the
-// apiserver holds and logged, touches the policy and its binding (an
-// event for the apiserver's informers) and waits up to 60 s more: the test
-// judges the policy, not how soon an apiserver loads it, and says so.
-func waitPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster, nodes installcluster.Nodes, made time.Time) {
+// waitPolicy waits up to 30 s until the apiserver enforces the policy (it
+// loads policies and bindings from its informers, about a second after
+// they are made): a dry run of cordoning node-a is refused by it. If it is
+// not, it logs what the apiserver holds, its log on policies and its
+// metrics of admission policies, and reports false.
+func waitPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster, nodes installcluster.Nodes, made time.Time) bool {
 	t.Helper()
-	enforced := func(within time.Duration) (bool, error) {
-		deadline := time.Now().Add(within)
-		for {
-			_, err := nodes.Patch(ctx, "node-a", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`),
-				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-			if err != nil && strings.Contains(err.Error(), policyName) {
-				return true, nil
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return false, err
-			}
-			time.Sleep(200 * time.Millisecond)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := nodes.Patch(ctx, "node-a", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), policyName) {
+			t.Logf("the policy enforced %s after it was made", time.Since(made).Round(time.Millisecond))
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			metrics, _ := c.Kubectl(ctx, "get", "--raw", "/metrics")
+			t.Logf("the policy is not enforced %s after it was made (node-a cordoned, dry run: %v); the apiserver holds:\n%s\nits log on policies:\n%s\nits metrics of admission policies:\n%s",
+				time.Since(made).Round(time.Millisecond), err,
+				kubectl(ctx, t, c, "get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "yaml"),
+				apiserverLog(c, "polic"), grepLines(metrics, "admission_policy"))
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// grepLines is text's lines containing has.
+func grepLines(text, has string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, has) {
+			out = append(out, l)
 		}
 	}
-	ok, err := enforced(30 * time.Second)
-	if !ok {
-		t.Logf("the policy is not enforced %s after it was made (node-a cordoned, dry run: %v); the apiserver holds:\n%s\nits log on policies:\n%s",
-			time.Since(made).Round(time.Millisecond), err,
-			kubectl(ctx, t, c, "get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "yaml"),
-			apiserverLog(c, "polic"))
-		for _, o := range []string{"validatingadmissionpolicy/" + policyName, "validatingadmissionpolicybinding/" + policyName} {
-			kubectl(ctx, t, c, "annotate", "--overwrite", o, "cri-nstarget.io/test-touched="+time.Now().Format(time.RFC3339Nano))
-		}
-		if ok, err = enforced(60 * time.Second); !ok {
-			t.Fatalf("the policy is not enforced %s after it was made, nor after it was touched (dry run: %v); the apiserver's log:\n%s",
-				time.Since(made).Round(time.Millisecond), err, apiserverLog(c, ""))
-		}
-		t.Logf("the policy was enforced only after it was touched, %s after it was made", time.Since(made).Round(time.Millisecond))
-		return
-	}
-	t.Logf("the policy enforced %s after it was made", time.Since(made).Round(time.Millisecond))
+	return strings.Join(out, "\n")
 }
 
 // apiserverLog is kube-apiserver's log: its lines containing has, or its
