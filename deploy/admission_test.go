@@ -185,41 +185,31 @@ func waitPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster, nodes ins
 			t.Logf("the policy is not enforced %s after it was made (node-a cordoned, dry run: %v); the apiserver holds:\n%s\nits log on policies:\n%s\nits metrics of admission policies:\n%s",
 				time.Since(made).Round(time.Millisecond), err,
 				kubectl(ctx, t, c, "get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "yaml"),
-				apiserverLog(c, "polic"), grepLines(metrics, "admission_policy"))
+				grepLines(apiserverLog(c), "polic"), grepLines(metrics, "admission_policy"))
 			return false
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// grepLines is text's lines containing has.
+// grepLines is text's last 100 lines containing has, in any case.
 func grepLines(text, has string) string {
 	var out []string
 	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, has) {
+		if strings.Contains(strings.ToLower(l), has) {
 			out = append(out, l)
 		}
 	}
-	return strings.Join(out, "\n")
+	return strings.Join(out[max(0, len(out)-100):], "\n")
 }
 
-// apiserverLog is kube-apiserver's log: its lines containing has, or its
-// warnings and errors when has is empty; the last 100.
-func apiserverLog(c *cluster.Cluster, has string) string {
+// apiserverLog is kube-apiserver's log (or why it cannot be read).
+func apiserverLog(c *cluster.Cluster) string {
 	b, err := os.ReadFile(filepath.Join(c.Dir(), "kube-apiserver.log"))
 	if err != nil {
 		return err.Error()
 	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if has != "" && strings.Contains(strings.ToLower(l), has) || has == "" && (strings.HasPrefix(l, "W") || strings.HasPrefix(l, "E")) {
-			out = append(out, l)
-		}
-	}
-	if len(out) > 100 {
-		out = out[len(out)-100:]
-	}
-	return strings.Join(out, "\n")
+	return string(b)
 }
 
 // whoami is the token's user as the apiserver sees it (a

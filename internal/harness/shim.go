@@ -135,15 +135,10 @@ func MetricsAddr(logPath string) string {
 // dir, plus extra flags, and waits until it serves.
 func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
 	s := &Shim{Binary: binary, Dir: dir}
-	s.Args = append([]string{
+	s.Args = append(append([]string{
 		"--config=", // this machine's /etc/cri-nstarget/config.toml is not the test's
 		"--listen", s.Endpoint(),
-		"--runtime-endpoint", c.Endpoint(),
-		"--containerd-address", c.Address(),
-		"--state-dir", s.StateDir(),
-		"--nri-socket", c.NRISocket(),
-		"--log-level", "debug",
-	}, extra...)
+	}, s.backendArgs(c)...), extra...)
 	if hasFlag(binary, "events-kubeconfig") {
 		// nor is its kubelet's kubeconfig: no Events unless a test asks
 		// (a later flag in extra wins); an older binary (a benchmark's
@@ -170,19 +165,23 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 // NRI plugin of c. It returns once c has synchronized the plugin.
 func StartPlugin(ctx context.Context, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
 	s := &Shim{Binary: binary, Dir: dir, Plugin: true}
-	s.Args = append([]string{
-		"--config=", "--events-kubeconfig=",
-		"--mode", "plugin",
+	s.Args = append(append([]string{"--config=", "--events-kubeconfig=", "--mode", "plugin"}, s.backendArgs(c)...), extra...)
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// backendArgs are the flags that put s in front of c, with its state in
+// s.Dir and a debug log: the proxy's and the plugin mode's alike.
+func (s *Shim) backendArgs(c *Containerd) []string {
+	return []string{
 		"--runtime-endpoint", c.Endpoint(),
 		"--containerd-address", c.Address(),
 		"--state-dir", s.StateDir(),
 		"--nri-socket", c.NRISocket(),
 		"--log-level", "debug",
-	}, extra...)
-	if err := s.Start(ctx); err != nil {
-		return nil, err
 	}
-	return s, nil
 }
 
 // pluginSynced is what the plugin mode logs at each NRI synchronization.
