@@ -194,3 +194,19 @@ func TestPluginModePinsLost(t *testing.T) {
 		t.Errorf("pinned lost %v, mine %v, started %v: want lost released, the others kept", r.pinned("lost"), r.pinned("mine"), r.pinned("started"))
 	}
 }
+
+// What an earlier process of the plugin left in its pins directory is
+// released at the start, before any synchronization: those pins went with
+// that process's mount namespace (or name its root, which names nothing
+// now), and none may pass for a live pin, whatever containerd still has.
+func TestPluginModeReleasesEarlierPins(t *testing.T) {
+	left := &fakePins{held: map[string]map[namespaces.Kind]string{}}
+	left.Hold("running", []*namespaces.Handle{{Kind: namespaces.PID}})
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	r := buildRigEdit(t, false, nriplugin.New("/nonexistent/nri.sock", logrus.NewEntry(log), nil), true, func(d *deps) { d.pins = left })
+	r.pins = left
+	if r.pinned("running") {
+		t.Error("the pin an earlier process left is held after the start")
+	}
+}
