@@ -51,7 +51,7 @@ func renderReadme(dir, backend string) (string, error) {
 		}
 		b.WriteString(" " + tally(r) + " |")
 	}
-	fmt.Fprintf(&b, "\n\n%s: %s %s, `nstarget-matrix run --modes direct,shim,plugin` (make test's conformance leg). Not claimed by the plugin mode, and why:\n\n",
+	fmt.Fprintf(&b, "\n\n%s: %s %s; the runs direct, shim and plugin of `nstarget-matrix run`, as make test's conformance leg makes them. Not claimed by the plugin mode, and why:\n\n",
 		backend, plugin.RuntimeName, plugin.RuntimeVersion)
 	var reasons []string
 	byReason := map[string][]string{}
