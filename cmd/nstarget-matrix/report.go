@@ -22,22 +22,28 @@ const (
 
 // suiteReport mirrors conformance.Report (the suite's JSON report).
 type suiteReport struct {
-	Label          string `json:"label"`
-	RuntimeName    string `json:"runtimeName"`
-	RuntimeVersion string `json:"runtimeVersion"`
-	Results        []struct {
-		Case      string  `json:"case"`
-		Title     string  `json:"title"`
-		Result    string  `json:"result"`
-		Behaviour string  `json:"behaviour"`
-		Reason    string  `json:"reason"`
-		Seconds   float64 `json:"seconds"`
-	} `json:"results"`
+	Label          string        `json:"label"`
+	RuntimeName    string        `json:"runtimeName"`
+	RuntimeVersion string        `json:"runtimeVersion"`
+	Results        []suiteResult `json:"results"`
+}
+
+// suiteResult mirrors conformance.Result; a plugin-mode run's report also
+// has the result not-claimed (claimReport).
+type suiteResult struct {
+	Case      string  `json:"case"`
+	Title     string  `json:"title"`
+	Result    string  `json:"result"`
+	Behaviour string  `json:"behaviour"`
+	Reason    string  `json:"reason"`
+	Seconds   float64 `json:"seconds"`
 }
 
 func reportCmd(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ExitOnError)
 	docs := fs.String("docs", "", "rewrite the generated block of this markdown file (default: print the block)")
+	readme := fs.String("readme", "", "rewrite the generated block of this markdown file (README.md) with the suite's cases on --readme-backend: containerd alone, the proxy, the plugin mode")
+	readmeBackend := fs.String("readme-backend", "containerd-2.4", "the backend of the --readme table")
 	known := fs.String("critest-known-failures", "hack/critest/known-failures.txt", "why critest specs fail directly (REGEXP | reason)")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
@@ -50,6 +56,15 @@ func reportCmd(args []string) error {
 	block, err := renderReport(fs.Arg(0), reasons)
 	if err != nil {
 		return err
+	}
+	if *readme != "" {
+		rb, err := renderReadme(fs.Arg(0), *readmeBackend)
+		if err != nil {
+			return err
+		}
+		if err := replaceBlock(*readme, readmeBegin, readmeEnd, rb); err != nil {
+			return err
+		}
 	}
 	if *docs == "" {
 		fmt.Print(block)
@@ -84,7 +99,7 @@ func runOrder(a, b string) int {
 }
 
 func splitRun(name string) (backend, mode string) {
-	for _, m := range []string{"shim-strict", "shim-update", "direct", "shim"} {
+	for _, m := range []string{"shim-strict", "shim-update", "direct", "shim", "plugin"} {
 		if b, ok := strings.CutSuffix(name, "-"+m); ok {
 			return b, m
 		}
@@ -92,22 +107,20 @@ func splitRun(name string) (backend, mode string) {
 	return name, ""
 }
 
-func renderReport(dir string, reasons []skipEntry) (string, error) {
-	var b strings.Builder
-	b.WriteString(beginMarker + "\n")
-
+// readSuiteReports reads the suite's reports in dir: by run name (its
+// label), the run names, and the cases in the order they ran, with their
+// titles.
+func readSuiteReports(dir string) (reports map[string]suiteReport, runs, cases []string, titles map[string]string, err error) {
 	files, _ := filepath.Glob(filepath.Join(dir, "suite-*.json"))
-	reports := map[string]suiteReport{}
-	var runs, cases []string
-	titles := map[string]string{}
+	reports, titles = map[string]suiteReport{}, map[string]string{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
-			return "", err
+			return nil, nil, nil, nil, err
 		}
 		var r suiteReport
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return "", fmt.Errorf("%s: %w", f, err)
+			return nil, nil, nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
 		name := r.Label
 		if name == "" {
@@ -123,6 +136,18 @@ func renderReport(dir string, reasons []skipEntry) (string, error) {
 		}
 	}
 	slices.SortFunc(runs, runOrder)
+	return reports, runs, cases, titles, nil
+}
+
+func renderReport(dir string, reasons []skipEntry) (string, error) {
+	var b strings.Builder
+	b.WriteString(beginMarker + "\n")
+
+	reports, runs, cases, titles, err := readSuiteReports(dir)
+	if err != nil {
+		return "", err
+	}
+	slices.SortFunc(runs, runOrder)
 	if len(runs) > 0 {
 		b.WriteString("\n### TARGET suite (`conformance/`)\n\n")
 		b.WriteString("| case | " + strings.Join(runs, " | ") + " |\n|---|" + strings.Repeat("---|", len(runs)) + "\n")
@@ -135,11 +160,7 @@ func renderReport(dir string, reasons []skipEntry) (string, error) {
 		}
 		b.WriteString("| **passed / failed / skipped** |")
 		for _, run := range runs {
-			n := map[string]int{}
-			for _, res := range reports[run].Results {
-				n[res.Result]++
-			}
-			fmt.Fprintf(&b, " %d / %d / %d |", n["pass"], n["fail"], n["skip"])
+			b.WriteString(" " + tally(reports[run]) + " |")
 		}
 		b.WriteString("\n\nRuntime versions (CRI `Version`): ")
 		var vs []string
@@ -250,12 +271,28 @@ func cell(r suiteReport, c string) string {
 				return "pass"
 			case "fail":
 				return "**FAIL**"
+			case notClaimed:
+				return "not claimed"
 			default:
 				return res.Result
 			}
 		}
 	}
 	return "–"
+}
+
+// tally is a run's passed / failed / skipped, and the cases not claimed
+// (plugin mode) when there are any.
+func tally(r suiteReport) string {
+	n := map[string]int{}
+	for _, res := range r.Results {
+		n[res.Result]++
+	}
+	s := fmt.Sprintf("%d / %d / %d", n["pass"], n["fail"], n["skip"])
+	if n[notClaimed] > 0 {
+		s += fmt.Sprintf(" (%d not claimed)", n[notClaimed])
+	}
+	return s
 }
 
 // failureReason is the reason recorded for a spec that fails directly.

@@ -64,7 +64,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
 	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")
-	fs.StringVar(&modes, "modes", "direct,shim,shim-strict", "endpoints to test: direct (containerd's CRI), shim (cri-nstarget in front), shim-strict (with --strict-targeting; the suite only), shim-update (with --targeting-via update, for backends with NRI; the suite only)")
+	fs.StringVar(&modes, "modes", "direct,shim,shim-strict", "endpoints to test: direct (containerd's CRI), shim (cri-nstarget in front), shim-strict (with --strict-targeting; the suite only), shim-update (with --targeting-via update, for backends with NRI; the suite only), plugin (containerd's CRI with cri-nstarget --mode plugin on its NRI, containerd 2.2 and later; the suite's claimed cases only, the others reported not claimed)")
 	fs.Parse(args)
 	o.modes = strings.Split(modes, ",")
 	if os.Geteuid() != 0 {
@@ -165,12 +165,23 @@ func run(ctx context.Context, o runOptions) (err error) {
 				return err
 			}
 			endpoint = shim.Endpoint()
+		case "plugin":
+			// the suite on containerd's own endpoint, the plugin on its NRI
+			if shim, err = harness.StartPlugin(ctx, o.shim, filepath.Join(tmp, mode), env.Containerd, "--metrics-address", "127.0.0.1:0"); err != nil {
+				return err
+			}
 		default:
-			return fmt.Errorf("mode %q: want direct, shim, shim-strict or shim-update", mode)
+			return fmt.Errorf("mode %q: want direct, shim, shim-strict, shim-update or plugin", mode)
 		}
 		fmt.Printf("• %s: %s\n", name, endpoint)
 		if o.suite != "" {
-			pass, fail, err := runSuite(ctx, o, name, endpoint, env.BusyboxImage)
+			var pass, fail int
+			var err error
+			if mode == "plugin" {
+				pass, fail, err = runPluginSuite(ctx, o, name, endpoint, env.BusyboxImage, shim)
+			} else {
+				pass, fail, err = runSuite(ctx, o, name, endpoint, env.BusyboxImage)
+			}
 			switch {
 			case err != nil:
 				failures = append(failures, err)
@@ -178,7 +189,11 @@ func run(ctx context.Context, o runOptions) (err error) {
 				passed += pass
 				if fail > 0 {
 					failedCases += fail - 1 // the error below counts one
-					failures = append(failures, fmt.Errorf("%s: %d cases of the TARGET suite failed through the shim", name, fail))
+					how := "through the shim"
+					if mode == "plugin" {
+						how = "with the plugin attached"
+					}
+					failures = append(failures, fmt.Errorf("%s: %d cases of the TARGET suite failed %s", name, fail, how))
 				}
 			}
 		}
@@ -226,7 +241,7 @@ func run(ctx context.Context, o runOptions) (err error) {
 
 // runSuite runs the TARGET suite binary and counts its passed and failed
 // cases; err means it did not run to a report.
-func runSuite(ctx context.Context, o runOptions, name, endpoint, image string) (pass, fail int, err error) {
+func runSuite(ctx context.Context, o runOptions, name, endpoint, image string, extra ...string) (pass, fail int, err error) {
 	report := filepath.Join(o.out, "suite-"+name+".json")
 	logPath := filepath.Join(o.out, "suite-"+name+".log")
 	os.Remove(report)
@@ -239,6 +254,7 @@ func runSuite(ctx context.Context, o runOptions, name, endpoint, image string) (
 	if o.suiteUserns {
 		args = append(args, "--require-userns")
 	}
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, o.suite, args...)
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	runErr := cmd.Run()
