@@ -113,7 +113,8 @@ func pluginCmd(ctx context.Context, args []string) error {
 	fmt.Printf("\n%s\n", pluginReport(control, with))
 	fmt.Printf("the plugin (pid %d): VmRSS %.1f MiB after %d TARGET creates (%.1f MiB once synchronized), VmHWM %.1f MiB\n",
 		p.PID(), mib(rss), o.count, mib(rss0), mib(hwm))
-	fmt.Printf("\n%s; %s\n%s, in %v\n", commandLine(append([]string{"plugin"}, args...)), m, m.shim, time.Since(started).Round(time.Second))
+	fmt.Printf("\n%s: %s; %d CPUs, %s, %s, kernel %s; %s; state on %s; in %v\n", commandLine(append([]string{"plugin"}, args...)), m.containerd,
+		m.cpus, m.cpuModel, m.os, m.kernel, m.shim, m.stateDir, time.Since(started).Round(time.Second))
 	return nil
 }
 
