@@ -493,6 +493,17 @@ BENCH_TARGET_ARGS ?= -count 300
 bench-target: deps build
 	$(call backend_env,$(BENCH_BACKEND)) $(GO) run ./cmd/nstarget-bench -shim-binary $(BIN) -only target $(BENCH_TARGET_ARGS)
 
+# The plugin mode's TARGET create and memory (issue 49; docs/reports/benchmarks.md):
+# two private containerds $(CONTAINERD_24), cri-nstarget --mode plugin attached
+# to one, a pid TARGET create on each in turn, first with the plugin attached to
+# neither (the control); the difference pairwise (p50, p90) and the plugin's
+# VmRSS/VmHWM after the creates. Not part of make test; about 4 minutes with
+# the defaults. BENCH_PLUGIN_ARGS e.g. "-count 50 -control 20".
+BENCH_PLUGIN_ARGS ?=
+.PHONY: bench-plugin
+bench-plugin: deps build
+	$(call backend_env,2.4) $(GO) run ./cmd/nstarget-bench plugin -shim-binary $(BIN) $(BENCH_PLUGIN_ARGS)
+
 # A busy node's steady state (docs/reports/benchmarks.md): a kubelet
 # $(KUBERNETES_NEWEST) with 100 running pods, its endpoint the shim and then
 # containerd directly (slices A B B A), on containerd $(CONTAINERD_24) with runc

@@ -84,6 +84,14 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "plugin" {
+		if err := pluginCmd(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "nstarget-bench plugin:", err)
+			stop()
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "critest" {
 		if err := critestCmd(ctx, os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "nstarget-bench critest:", err)
