@@ -79,6 +79,10 @@ type Options struct {
 	// Server is not Served), Backend is containerd's own CRI, and the
 	// targeting is done in containerd's NRI events alone.
 	Mode string
+	// Refused, in the plugin mode, is told (on the NRI stub's goroutine:
+	// it must be quick) when containerd is seen refusing the plugin's
+	// namespace adjustments, and what was seen; nil: only the log says so.
+	Refused func(why string)
 }
 
 // Server is the CRI proxy: one grpc.Server whose every CRI method forwards
@@ -134,6 +138,7 @@ func New(opts Options) *Server {
 		log:      log,
 		metrics:  opts.Metrics,
 		sink:     opts.Events,
+		refused:  opts.Refused,
 	}
 	switch {
 	case opts.Mode == ModePlugin:
@@ -166,6 +171,7 @@ type deps struct {
 	log      *logrus.Entry // nil: logrus' standard logger
 	metrics  Metrics       // nil: none
 	sink     EventSink     // nil: no Events
+	refused  func(string)  // the plugin mode's Options.Refused; nil: none
 	// grpcOpts come after the shim's own server options (tests use them to
 	// observe connections).
 	grpcOpts []grpc.ServerOption
@@ -245,7 +251,7 @@ func newServer(d deps) *Server {
 	t := newTargeter(d, life, side, log)
 	s := &Server{target: t, nri: d.nri, log: log, metrics: d.metrics, life: life, stop: stop}
 	if d.plugin {
-		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life}
+		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life, refused: d.refused}
 		d.nri.Watch(s.plugin)
 	} else {
 		s.serveCRI(d)
