@@ -43,12 +43,12 @@ const (
 // containerd makes nothing. It implements nriplugin.Watcher: each method
 // runs on the NRI stub's goroutine while containerd waits.
 type pluginMode struct {
-	t     *targeter
-	procs *procs
-	// life is the server's: the answers' late steps are bounded by it.
-	life context.Context
+	t *targeter
 	// refused is Options.Refused; nil: none.
 	refused func(why string)
+	procs   *procs
+	// life is the server's: the answers' late steps are bounded by it.
+	life context.Context
 }
 
 // targetPIDPath is the path containerd 2.2+ writes for a TARGET container's

@@ -251,8 +251,9 @@ func newServer(d deps) *Server {
 	t := newTargeter(d, life, side, log)
 	s := &Server{target: t, nri: d.nri, log: log, metrics: d.metrics, life: life, stop: stop}
 	if d.plugin {
-		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life, refused: d.refused}
+		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life}
 		d.nri.Watch(s.plugin)
+		s.plugin.refused = d.refused // before the NRI connection starts, below
 	} else {
 		s.serveCRI(d)
 	}
