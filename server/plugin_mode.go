@@ -176,6 +176,17 @@ func (m *pluginMode) leave(req criwire.Create, ctr *nriapi.Container, pid uint32
 	return adj, nil
 }
 
+// Refused: containerd undid a create the plugin had answered with a pin
+// (undone says what was seen). From now on the plugin answers no create
+// (containerd makes TARGET containers as its own) and is not healthy, until
+// its next connection to containerd's NRI; the log says so, and Refused.
+func (m *pluginMode) Refused(undone error) {
+	m.t.log.WithError(undone).Warn("containerd refuses the plugin's namespace adjustments: it adjusts nothing more (not ready on /healthz) until containerd's NRI connects it again")
+	if m.refused != nil {
+		m.refused(undone.Error())
+	}
+}
+
 // Started is containerd's PostStartContainer: the container's pid is known
 // from now on (procs), and a container with pins is checked (the verifier,
 // as the proxy's start hook queues it).
@@ -224,17 +235,6 @@ func (m *pluginMode) Synchronized(pods []*nriapi.PodSandbox, ctrs []*nriapi.Cont
 	}
 	m.t.recon.reconcileSoon()
 	m.t.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs)}).Info("NRI plugin synchronized")
-}
-
-// Refused: containerd undid a create the plugin had answered with a pin
-// (undone says what was seen). From now on the plugin answers no create
-// (containerd makes TARGET containers as its own) and is not healthy, until
-// its next connection to containerd's NRI; the log says so, and Refused.
-func (m *pluginMode) Refused(undone error) {
-	m.t.log.WithError(undone).Warn("containerd refuses the plugin's namespace adjustments: it adjusts nothing more (not ready on /healthz) until containerd's NRI connects it again")
-	if m.refused != nil {
-		m.refused(undone.Error())
-	}
 }
 
 var _ nriplugin.Watcher = (*pluginMode)(nil)
