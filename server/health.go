@@ -37,8 +37,7 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 
 // CheckBackend calls the backend's CRI Version through the proxy's own
 // connection, within HealthTimeout: the shim is healthy when that answers
-// (and, in the plugin mode, while it is connected to an NRI that adjusts
-// namespaces and has not been seen refusing its adjustments).
+// (and, in the plugin mode, while it is connected to a usable NRI).
 func (s *Server) CheckBackend(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
 	defer cancel()
@@ -48,7 +47,7 @@ func (s *Server) CheckBackend(ctx context.Context) error {
 	if s.plugin != nil {
 		// the plugin mode does nothing but through containerd's NRI
 		if usable, why := s.nri.Usable(); !usable {
-			return fmt.Errorf("containerd's NRI is not usable: %s", why)
+			return fmt.Errorf("not connected to containerd's NRI: %s", why)
 		}
 	}
 	return nil

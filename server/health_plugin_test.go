@@ -20,7 +20,7 @@ func TestPluginModeHealth(t *testing.T) {
 		runtime string // containerd's version as its NRI names it; "": no NRI socket
 		want    string // in CheckBackend's error; "": healthy
 	}{
-		{desc: "NRI off", want: "containerd's NRI is not usable: NRI socket"},
+		{desc: "NRI off", want: "not connected to containerd's NRI: NRI socket"},
 		{desc: "containerd 2.0", runtime: "v2.0.14", want: `cannot adjust namespaces (needs v0.10.0)`},
 		{desc: "containerd 2.4", runtime: "v2.4.2"},
 	} {
