@@ -302,11 +302,13 @@ e2e-tools: deps build
 # The Helm chart (charts/cri-nstarget) against deploy/, with Helm's and
 # kustomize's own libraries (hack/chart, a module of its own: neither
 # enters go.mod; no helm binary): helm lint --strict; its render with the
-# default values the objects kustomize builds of deploy/ (and in cleanup
-# mode, of deploy/cleanup/), but for Helm's own labels; every object
-# labelled with the version; each value (image, digest, node selector,
-# restart slots, timeouts) reaching the installer; deploy.LeastPrivilege
-# on the renders; make release's copies (nstarget-chart). About 3 s once
+# default values the objects kustomize builds of deploy/ (in cleanup
+# mode, of deploy/cleanup/; in plugin mode, of deploy/plugin/), but for
+# Helm's own labels; every object labelled with the version; each value
+# (image, digest, node selector, restart slots, timeouts) reaching the
+# installer, or the plugin; deploy.LeastPrivilege on the renders
+# (deploy.PluginLeastPrivilege in plugin mode); make release's copies
+# (nstarget-chart). About 3 s once
 # built; the first build of Helm about 2 minutes.
 .PHONY: chart-check
 chart-check:

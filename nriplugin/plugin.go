@@ -50,7 +50,7 @@ type Plugin struct {
 	// onChange is told whether NRI is usable now, and why, at each change.
 	onChange func(usable bool, why string)
 
-	// mu guards calls, usable, gen, why, refused, synced, and each call's
+	// mu guards calls, usable, gen, why, refused, pending, synced, and each call's
 	// state, gen and err; a leaf: nothing else is locked while it is held
 	// (the gate's lock is taken without it). The rest is set by New and
 	// never changes, or guards itself (tried, gate).
@@ -62,6 +62,10 @@ type Plugin struct {
 	// refused is set when the runtime refused a namespace adjustment (NRI's
 	// validator, by configuration): NRI stays unused until reconnected.
 	refused bool
+	// pending, in the plugin mode, are the containers whose create the
+	// watcher answered with a namespace adjustment, until containerd made
+	// them (PostCreateContainer) or removed them; reset at each connection.
+	pending map[string]bool
 	// tried is closed once the first connection attempt has an outcome.
 	tried     chan struct{}
 	triedOnce sync.Once
@@ -233,6 +237,7 @@ func (p *Plugin) set(usable bool, why string) {
 	p.gen++
 	if usable {
 		p.refused = false
+		p.pending = nil
 	}
 	p.mu.Unlock()
 	if changed {

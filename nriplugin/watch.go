@@ -2,6 +2,7 @@ package nriplugin
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
 )
@@ -27,6 +28,10 @@ type Watcher interface {
 	// (RemovePodSandbox).
 	Removed(ctr *api.Container)
 	PodRemoved(pod *api.PodSandbox)
+	// Refused: containerd undid the create of a container whose namespaces
+	// the plugin had adjusted (undone); the plugin adjusts nothing more
+	// until its next connection (Usable says why).
+	Refused(undone error)
 }
 
 // Watch makes p a plugin of the plugin mode: every container's events go
@@ -52,9 +57,36 @@ func (w watching) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs 
 	return w.Plugin.Synchronize(ctx, pods, ctrs)
 }
 
+// CreateContainer is the watcher's answer, while containerd has not been
+// seen refusing it (refused); an answer that adjusts namespaces is awaited
+// at PostCreateContainer (adjusting).
 func (w watching) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	if w.isRefused() {
+		return nil, nil, nil
+	}
 	adj, err := w.watcher.Create(pod, c)
+	if err == nil && len(adj.GetLinux().GetNamespaces()) > 0 {
+		w.adjusting(c.GetId())
+	}
 	return adj, nil, err
+}
+
+// PostCreateContainer: containerd made the container, with the answer.
+func (w watching) PostCreateContainer(_ context.Context, _ *api.PodSandbox, c *api.Container) error {
+	w.made(c.GetId())
+	return nil
+}
+
+// StopContainer comes first in containerd's undo of a create (its
+// UndoCreateContainer: StopContainer, then RemoveContainer, with no
+// PostCreateContainer before): an undone create whose namespaces the plugin
+// adjusted is containerd refusing the adjustment.
+func (w watching) StopContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) ([]*api.ContainerUpdate, error) {
+	if undone := w.undone(pod, c); undone != nil {
+		w.Refuse(undone)
+		w.watcher.Refused(undone)
+	}
+	return nil, nil
 }
 
 func (w watching) PostStartContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
@@ -63,6 +95,7 @@ func (w watching) PostStartContainer(_ context.Context, pod *api.PodSandbox, c *
 }
 
 func (w watching) RemoveContainer(_ context.Context, _ *api.PodSandbox, c *api.Container) error {
+	w.made(c.GetId()) // awaited no more
 	w.watcher.Removed(c)
 	return nil
 }
@@ -70,4 +103,47 @@ func (w watching) RemoveContainer(_ context.Context, _ *api.PodSandbox, c *api.C
 func (w watching) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	w.watcher.PodRemoved(pod)
 	return nil
+}
+
+// adjusting records that the plugin answered container id's create with a
+// namespace adjustment: until PostCreateContainer, containerd may still
+// undo the create.
+func (p *Plugin) adjusting(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending == nil {
+		p.pending = map[string]bool{}
+	}
+	p.pending[id] = true
+}
+
+// made: container id's create is no longer pending (made, or removed).
+func (p *Plugin) made(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pending, id)
+}
+
+// undone is what was seen when containerd stops container c whose create
+// the plugin answered with a namespace adjustment and which containerd never
+// made: nil for any other container.
+func (p *Plugin) undone(pod *api.PodSandbox, c *api.Container) error {
+	p.mu.Lock()
+	pending := p.pending[c.GetId()]
+	delete(p.pending, c.GetId())
+	p.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	return fmt.Errorf("containerd undid its create of container %s (pod %s/%s) after the plugin's answer adjusted its namespaces "+
+		"(StopContainer came, PostCreateContainer did not): it refuses namespace adjustments "+
+		"(as NRI's default validator does with reject_namespace_adjustment = true)", c.GetId(), pod.GetNamespace(), pod.GetName())
+}
+
+// isRefused tells whether the runtime was seen refusing a namespace
+// adjustment on this connection.
+func (p *Plugin) isRefused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
 }

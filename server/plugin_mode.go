@@ -46,8 +46,10 @@ const (
 // containerd makes nothing. It implements nriplugin.Watcher: each method
 // runs on the NRI stub's goroutine while containerd waits.
 type pluginMode struct {
-	t     *targeter
-	procs *procs
+	t *targeter
+	// refused is Options.Refused; nil: none.
+	refused func(why string)
+	procs   *procs
 	// life is the server's: the answers' late steps are bounded by it.
 	life context.Context
 	// names tells its pins' names in a spec apart (nil: it does not), and
@@ -212,6 +214,17 @@ func (m *pluginMode) leave(req criwire.Create, ctr *nriapi.Container, pid uint32
 	}
 	m.t.report.outcome(ctr.GetId(), ViaNRI, d)
 	return adj, nil
+}
+
+// Refused: containerd undid a create the plugin had answered with a pin
+// (undone says what was seen). From now on the plugin answers no create
+// (containerd makes TARGET containers as its own) and is not healthy, until
+// its next connection to containerd's NRI; the log says so, and Refused.
+func (m *pluginMode) Refused(undone error) {
+	m.t.log.WithError(undone).Warn("containerd refuses the plugin's namespace adjustments: it adjusts nothing more (not ready on /healthz) until containerd's NRI connects it again")
+	if m.refused != nil {
+		m.refused(undone.Error())
+	}
 }
 
 // Started is containerd's PostStartContainer: the container's pid is known

@@ -80,6 +80,10 @@ type Options struct {
 	// Server is not Served), Backend is containerd's own CRI, and the
 	// targeting is done in containerd's NRI events alone.
 	Mode string
+	// Refused, in the plugin mode, is told (on the NRI stub's goroutine:
+	// it must be quick) when containerd is seen refusing the plugin's
+	// namespace adjustments, and what was seen; nil: only the log says so.
+	Refused func(why string)
 }
 
 // Server is the CRI proxy: one grpc.Server whose every CRI method forwards
@@ -135,6 +139,7 @@ func New(opts Options) *Server {
 		log:      log,
 		metrics:  opts.Metrics,
 		sink:     opts.Events,
+		refused:  opts.Refused,
 	}
 	switch {
 	case opts.Mode == ModePlugin:
@@ -170,6 +175,7 @@ type deps struct {
 	log      *logrus.Entry // nil: logrus' standard logger
 	metrics  Metrics       // nil: none
 	sink     EventSink     // nil: no Events
+	refused  func(string)  // the plugin mode's Options.Refused; nil: none
 	// grpcOpts come after the shim's own server options (tests use them to
 	// observe connections).
 	grpcOpts []grpc.ServerOption
@@ -252,6 +258,7 @@ func newServer(d deps) *Server {
 		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life, names: d.names, self: os.Getpid()}
 		s.plugin.releaseEarlier()
 		d.nri.Watch(s.plugin)
+		s.plugin.refused = d.refused // before the NRI connection starts, below
 	} else {
 		s.serveCRI(d)
 	}

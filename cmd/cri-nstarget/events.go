@@ -47,15 +47,25 @@ const reasonPluginUnsupported = "PluginUnsupported"
 
 // pluginUnsupported is the Event on the node when the plugin mode, having
 // tried containerd's NRI once, found it unusable (via is not NRI's), and
-// why: NRI off, a containerd older than 2.2. The plugin then does nothing
-// but try again (retries, and its readiness, say the rest).
+// why: NRI off, a containerd older than 2.2, or (pluginRefused) a
+// containerd seen refusing its namespace adjustments. The plugin then does
+// nothing but try again (retries, and its readiness, say the rest).
 func pluginUnsupported(via, why string) (events.Event, bool) {
 	if via == server.ViaNRI {
 		return events.Event{}, false
 	}
 	return events.Event{Node: true, Warning: true, Reason: reasonPluginUnsupported,
 		Message: "cri-nstarget (mode plugin) does nothing on this node: " + why +
-			"; containerd makes debug containers as it would without it (TARGET unpinned). It needs containerd 2.2 or later, with NRI on."}, true
+			"; containerd makes debug containers as it would without it (TARGET unpinned). It needs containerd 2.2 or later, with NRI on and namespace adjustments allowed (no reject_namespace_adjustment in NRI's default_validator)."}, true
+}
+
+// pluginRefused is server.Options.Refused: the plugin mode, connected, saw
+// containerd refuse its namespace adjustments (why): a Warning on the node
+// says so, as pluginUnsupported.
+func (p *podEvents) pluginRefused(why string) {
+	if e, ok := pluginUnsupported("none", why); ok { // "none": the plugin mode's path while refused
+		p.postNode(e)
+	}
 }
 
 // postNode hands an Event about the node to the sender.

@@ -122,6 +122,7 @@ func run(ctx context.Context, cfg conf.Config, log *logrus.Entry) error {
 		Events:              ev.sink(),
 		HandlersWithoutJoin: cfg.NoJoinHandlers,
 		Mode:                cfg.Mode,
+		Refused:             ev.pluginRefused,
 	})
 	mx.serve(srv, log)
 	if cfg.Mode == server.ModePlugin {

@@ -28,10 +28,11 @@ const (
 )
 
 // TestChart: the chart lints (helm lint --strict), and renders with its
-// default values what kustomize builds of deploy/ (and in cleanup mode,
-// of deploy/cleanup/): the same objects, fields and labels, but for
-// Helm's own labels, which the chart adds to each; every object labelled
-// with the version; deploy.LeastPrivilege finds nothing in either.
+// default values what kustomize builds of deploy/ (in cleanup mode, of
+// deploy/cleanup/; in plugin mode, of deploy/plugin/): the same objects,
+// fields and labels, but for Helm's own labels, which the chart adds to
+// each; every object labelled with the version; deploy.LeastPrivilege
+// (deploy.PluginLeastPrivilege in plugin mode) finds nothing in either.
 func TestChart(t *testing.T) {
 	if err := verify(chartDir, deployDir, version, repository+":"+version); err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestChart(t *testing.T) {
 }
 
 // TestPlugin: what kustomize builds of deploy/plugin (the plugin mode's
-// pod; not in the chart yet) asks for no more than
+// pod; the chart's mode: plugin, TestChart) asks for no more than
 // deploy.PluginLeastPrivilege allows, as deploy's own test finds of its
 // files as written.
 func TestPlugin(t *testing.T) {
@@ -81,7 +82,7 @@ func TestValues(t *testing.T) {
 		{name: "no restart", vals: "maxConcurrentRestarts: 0", refused: "maxConcurrentRestarts"},
 		{name: "a digest that is not", vals: "image: {digest: latest}", refused: "digest"},
 		{name: "a duration that is not", vals: "timeouts: {ready: 2 minutes}", refused: "ready"},
-		{name: "a mode that is not", vals: "mode: plugin", refused: "mode"},
+		{name: "a mode that is not", vals: "mode: proxy", refused: "mode"},
 		{name: "a value that is not", vals: "maxConcurentRestarts: 2", refused: "maxConcurentRestarts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,6 +102,58 @@ func TestValues(t *testing.T) {
 			}
 			checkInstaller(t, objs, tc.image, tc.args, tc.selector)
 			for _, err := range deploy.LeastPrivilege(objs) {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestPluginValues: in plugin mode the chart renders the plugin's objects
+// alone (none of the installer's), its image and node selector from the
+// values, and deploy.PluginLeastPrivilege finds nothing in them.
+func TestPluginValues(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		vals     string
+		image    string
+		selector map[string]any
+	}{
+		{name: "defaults", vals: "mode: plugin", image: repository + ":v0.0.0",
+			selector: map[string]any{"kubernetes.io/os": "linux", "cri-nstarget.io/plugin": "true"}},
+		{name: "image", vals: "mode: plugin\nimage: {repository: r.example/x/cri-nstarget, tag: v1.2.3, digest: " + digest + "}",
+			image: "r.example/x/cri-nstarget:v1.2.3@" + digest},
+		{name: "node selector", vals: "mode: plugin\nplugin: {nodeSelector: {pool: edge, kubernetes.io/os: windows}}",
+			selector: map[string]any{"kubernetes.io/os": "linux", "cri-nstarget.io/plugin": "true", "pool": "edge"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.vals), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objs, err := render(chartDir, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := objectMaps(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range m {
+				if !strings.Contains(k, "cri-nstarget-plugin") {
+					t.Errorf("%s rendered in plugin mode, where only the plugin's objects are", k)
+				}
+			}
+			image, _, err := container(m, pluginDaemonSet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.image != "" && image != tc.image {
+				t.Errorf("image %s, want %s", image, tc.image)
+			}
+			if got := dig(m[pluginDaemonSet], "spec", "template", "spec", "nodeSelector"); tc.selector != nil && !reflect.DeepEqual(got, tc.selector) {
+				t.Errorf("nodeSelector %v, want %v", got, tc.selector)
+			}
+			for _, err := range deploy.PluginLeastPrivilege(objs) {
 				t.Error(err)
 			}
 		})

@@ -7,12 +7,13 @@
 //	    [--chart charts/cri-nstarget] [--deploy deploy]
 //
 // DIR gets deploy/ (its manifests, no Go file; install/kustomization.yaml
-// with the image's tag and digest and the version label set) and
+// and plugin/kustomization.yaml with the image's tag and digest and the
+// version label set) and
 // cri-nstarget-X.Y.Z.tgz (`helm package` of the chart, version X.Y.Z,
 // appVersion vX.Y.Z, the digest in values.yaml; every date --epoch). Both
 // are checked first as chart_test.go checks the tree's: the chart lints,
-// renders the same objects as kustomize builds of the copy (install and
-// cleanup), the image is REPOSITORY:vX.Y.Z@DIGEST in both, every object is
+// renders the same objects as kustomize builds of the copy (install,
+// cleanup and plugin), the image is REPOSITORY:vX.Y.Z@DIGEST in both, every object is
 // labelled with the version, and deploy.LeastPrivilege finds nothing.
 //
 // It is its own module (go.mod here): Helm's and kustomize's dependencies
@@ -96,30 +97,42 @@ func release(o options) error {
 }
 
 // verify checks the chart directory against deploy/: it lints; with its
-// default values, and in cleanup mode, it renders what kustomize builds of
-// deploy/ and deploy/cleanup/; the installer's image is image; every
-// object carries the version label; and deploy.LeastPrivilege finds
-// nothing in either.
+// default values, in cleanup mode and in plugin mode, it renders what
+// kustomize builds of deploy/, deploy/cleanup/ and deploy/plugin/; each
+// DaemonSet's image is image; every object carries the version label; and
+// deploy.LeastPrivilege (deploy.PluginLeastPrivilege for the plugin's)
+// finds nothing in either.
 func verify(chartPath, deployDir, version, image string) error {
 	if errs := lint(chartPath, nil); len(errs) > 0 {
 		return fmt.Errorf("helm lint %s: %w", chartPath, errors.Join(errs...))
 	}
-	for _, mode := range []struct {
-		dir  string
-		vals map[string]any
-	}{
-		{deployDir, nil},
-		{filepath.Join(deployDir, "cleanup"), map[string]any{"mode": "cleanup"}},
-	} {
-		if err := verifyMode(chartPath, mode.dir, mode.vals, version, image); err != nil {
+	for _, f := range flavours {
+		if err := verifyMode(chartPath, filepath.Join(deployDir, f.dir), f, version, image); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func verifyMode(chartPath, kustomization string, vals map[string]any, version, image string) error {
-	rendered, err := render(chartPath, vals)
+// flavour is one way the chart renders deploy/: with vals, what kustomize
+// builds of deploy/dir, its objects labelled app, its DaemonSet (key)
+// checked by leastPrivilege.
+type flavour struct {
+	dir            string
+	vals           map[string]any
+	app            string
+	daemonSet      string
+	leastPrivilege func([]deploy.Object) []error
+}
+
+var flavours = []flavour{
+	{dir: "", app: "cri-nstarget-install", daemonSet: installDaemonSet, leastPrivilege: deploy.LeastPrivilege},
+	{dir: "cleanup", vals: map[string]any{"mode": "cleanup"}, app: "cri-nstarget-install", daemonSet: installDaemonSet, leastPrivilege: deploy.LeastPrivilege},
+	{dir: "plugin", vals: map[string]any{"mode": "plugin"}, app: "cri-nstarget-plugin", daemonSet: pluginDaemonSet, leastPrivilege: deploy.PluginLeastPrivilege},
+}
+
+func verifyMode(chartPath, kustomization string, f flavour, version, image string) error {
+	rendered, err := render(chartPath, f.vals)
 	if err != nil {
 		return err
 	}
@@ -128,23 +141,23 @@ func verifyMode(chartPath, kustomization string, vals map[string]any, version, i
 		return err
 	}
 	return errors.Join(
-		checkObjects(chartPath, rendered, version, image),
-		checkObjects(kustomization, built, version, image),
+		checkObjects(chartPath, rendered, f, version, image),
+		checkObjects(kustomization, built, f, version, image),
 		same(rendered, built))
 }
 
-// checkObjects checks one render: the installer's image, the version
-// labels, and deploy.LeastPrivilege.
-func checkObjects(what string, objs []deploy.Object, version, image string) error {
+// checkObjects checks one render: its DaemonSet's image, the version
+// labels, and the flavour's least privilege.
+func checkObjects(what string, objs []deploy.Object, f flavour, version, image string) error {
 	m, err := objectMaps(objs)
 	if err != nil {
 		return err
 	}
-	got, _, err := installer(m)
+	got, _, err := container(m, f.daemonSet)
 	if err == nil && got != image {
-		err = fmt.Errorf("the installer's image is %s, want %s", got, image)
+		err = fmt.Errorf("the image of %s is %s, want %s", f.daemonSet, got, image)
 	}
-	errs := append([]error{err, versionLabels(m, version)}, deploy.LeastPrivilege(objs)...)
+	errs := append([]error{err, versionLabels(m, f.app, version)}, f.leastPrivilege(objs)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

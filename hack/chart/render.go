@@ -208,8 +208,8 @@ func withoutHelmLabels(objs map[string]map[string]any) error {
 }
 
 // versionLabels says which objects (or pod templates) lack the labels
-// app.kubernetes.io/name and app.kubernetes.io/version=version.
-func versionLabels(objs map[string]map[string]any, version string) error {
+// app.kubernetes.io/name=app and app.kubernetes.io/version=version.
+func versionLabels(objs map[string]map[string]any, app, version string) error {
 	var errs []error
 	for k, o := range objs {
 		ls := labelMaps(o)
@@ -217,9 +217,9 @@ func versionLabels(objs map[string]map[string]any, version string) error {
 			errs = append(errs, fmt.Errorf("%s: no labels", k))
 		}
 		for _, l := range ls {
-			if l["app.kubernetes.io/version"] != version || l["app.kubernetes.io/name"] != "cri-nstarget-install" {
-				errs = append(errs, fmt.Errorf("%s: app.kubernetes.io/name %v, version %v; want cri-nstarget-install, %s",
-					k, l["app.kubernetes.io/name"], l["app.kubernetes.io/version"], version))
+			if l["app.kubernetes.io/version"] != version || l["app.kubernetes.io/name"] != app {
+				errs = append(errs, fmt.Errorf("%s: app.kubernetes.io/name %v, version %v; want %s, %s",
+					k, l["app.kubernetes.io/name"], l["app.kubernetes.io/version"], app, version))
 			}
 		}
 	}
@@ -228,11 +228,23 @@ func versionLabels(objs map[string]map[string]any, version string) error {
 
 // installer is the installer's container: its image and arguments.
 func installer(objs map[string]map[string]any) (image string, args []string, err error) {
-	ds, ok := objs["DaemonSet cri-nstarget/cri-nstarget-install"]
+	return container(objs, installDaemonSet)
+}
+
+// The DaemonSets of the cluster install and of the plugin mode, by key.
+const (
+	installDaemonSet = "DaemonSet cri-nstarget/cri-nstarget-install"
+	pluginDaemonSet  = "DaemonSet cri-nstarget-plugin/cri-nstarget-plugin"
+)
+
+// container is the one container of DaemonSet ds (its key): its image and
+// arguments.
+func container(objs map[string]map[string]any, ds string) (image string, args []string, err error) {
+	d, ok := objs[ds]
 	if !ok {
-		return "", nil, errors.New("no DaemonSet cri-nstarget/cri-nstarget-install")
+		return "", nil, errors.New("no " + ds)
 	}
-	cs, _ := dig(ds, "spec", "template", "spec", "containers").([]any)
+	cs, _ := dig(d, "spec", "template", "spec", "containers").([]any)
 	if len(cs) != 1 {
 		return "", nil, fmt.Errorf("the DaemonSet has %d containers, want 1", len(cs))
 	}

@@ -55,9 +55,20 @@ func editYAML(p string, edit func(*kyaml.RNode) error) error {
 }
 
 // stampDeploy sets, in a copy of deploy/ at dir, the image's tag (version)
-// and digest and the version label (install/kustomization.yaml).
+// and digest and the version label (install/kustomization.yaml, and the
+// plugin mode's plugin/kustomization.yaml).
 func stampDeploy(dir, version, digest string) error {
-	return editYAML(filepath.Join(dir, "install", "kustomization.yaml"), func(n *kyaml.RNode) error {
+	for _, k := range []string{"install", "plugin"} {
+		if err := stampKustomization(filepath.Join(dir, k, "kustomization.yaml"), version, digest); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stampKustomization is stampDeploy's edit of one kustomization.yaml.
+func stampKustomization(p, version, digest string) error {
+	return editYAML(p, func(n *kyaml.RNode) error {
 		img, err := n.Pipe(kyaml.Lookup("images"), kyaml.MatchElement("name", "cri-nstarget"))
 		if err != nil {
 			return err

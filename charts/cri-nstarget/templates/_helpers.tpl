@@ -21,3 +21,15 @@ is then what is pulled. The tag is the chart's appVersion unless set.
 {{- end -}}
 {{- $ref -}}
 {{- end }}
+
+{{/*
+The labels of the plugin mode's objects and pods (mode: plugin):
+deploy/plugin's two (its app's name, the version), and Helm's.
+*/}}
+{{- define "cri-nstarget.pluginLabels" -}}
+app.kubernetes.io/name: cri-nstarget-plugin
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name (.Chart.Version | replace "+" "_") | quote }}
+{{- end }}
