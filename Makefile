@@ -601,21 +601,28 @@ docs: config/default.toml
 #   make conformance                every backend, BACKENDS and MATRIX_BACKENDS, each with critest,
 #                                   then the tables in docs/reports/conformance.md
 # critest and its stand-in binary are built from their own module
-# (hack/critest/go.mod), so their dependencies never touch go.mod.
+# (hack/critest/go.mod), so their dependencies never touch go.mod; with
+# -trimpath and no VCS stamp, so that a build in any clone at any commit is
+# the same bytes (the direct run's key hashes them).
 # critest's version is named once, in hack/critest/go.mod.
 CRITEST_VERSION := $(shell sed -n 's|^require sigs.k8s.io/cri-tools \(v[^ ]*\).*|\1|p' hack/critest/go.mod)
 CONFORMANCE_OUT ?= bin/conformance
 CRITEST_SKIP    ?= hack/critest/skip.txt
 CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite $(CONFORMANCE_BIN) --out $(CONFORMANCE_OUT)
+# critest's direct run (against containerd alone, the baseline) is kept in
+# CRITEST_DIRECT_CACHE under a key of all it depends on and reused while the
+# key holds (nstarget-matrix --critest-direct-cache); the run through the
+# shim always runs. CRITEST_DIRECT_CACHE= runs both every time.
+CRITEST_DIRECT_CACHE ?= /var/cache/cri-nstarget/critest-direct
 CRITEST_ARGS     = --critest bin/critest --critest-standin bin/critest-standin --critest-skip $(CRITEST_SKIP) \
-	--critest-busybox "$$(./hack/busybox-full.sh)"
+	--critest-busybox "$$(./hack/busybox-full.sh)" --critest-direct-cache "$(CRITEST_DIRECT_CACHE)"
 
 .PHONY: conformance conformance-tools conformance-report
 
 conformance-tools: build conformance-suite
 	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
-	cd hack/critest && CGO_ENABLED=0 $(GO) build -o ../../bin/critest-standin ./standin
-	cd hack/critest && $(GO) test -c -o ../../bin/critest \
+	cd hack/critest && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o ../../bin/critest-standin ./standin
+	cd hack/critest && $(GO) test -c -trimpath -buildvcs=false -o ../../bin/critest \
 		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRITEST_VERSION)" sigs.k8s.io/cri-tools/cmd/critest
 
 conformance:
