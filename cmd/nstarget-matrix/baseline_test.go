@@ -1,12 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/cri-nstarget/cri-nstarget/internal/baseline"
 )
 
 // TestDirectKeyChangesWithEachInput: the key of critest's direct run is
@@ -78,75 +79,35 @@ func TestDirectKeyChangesWithEachInput(t *testing.T) {
 	}
 }
 
-// TestBaselineCache: a kept direct run is restored for its key only; an
-// entry that is unreadable, cut short, made under another key or not clean
-// is ignored (the caller runs critest again), and storing replaces it.
-func TestBaselineCache(t *testing.T) {
-	out, c := t.TempDir(), baselineCache{filepath.Join(t.TempDir(), "cache")}
+// TestRestoreDirectWantsACleanRun: a kept direct run comes back as
+// critest's result only when it is one critest could have written with
+// exit 0 (a report, no failed spec); otherwise critest runs again.
+func TestRestoreDirectWantsACleanRun(t *testing.T) {
+	out, c := t.TempDir(), baseline.Cache{Dir: t.TempDir(), Kind: "critest-direct"}
 	junit, log := filepath.Join(out, "critest-direct.xml"), filepath.Join(out, "critest-direct.log")
-	writeRun := func(report string) {
-		t.Helper()
-		for p, b := range map[string]string{junit: report, jsonReport(junit): "[]", log: "critest's output\n"} {
+	for _, tc := range []struct {
+		desc, report string
+		want         bool
+	}{
+		{"all passed", junitAllPass, true},
+		{"failed specs", junitSample, false},
+		{"no spec", junitNoSpecs, false},
+		{"no report", "", false},
+	} {
+		for p, b := range map[string]string{junit: tc.report, jsonReport(junit): "[]", log: "output\n"} {
 			if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
-	restored := func(key string) bool {
-		t.Helper()
-		for _, p := range []string{junit, jsonReport(junit), log} {
-			os.Remove(p)
+		if err := c.Store("k", critestFiles(junit, log)); err != nil {
+			t.Fatal(err)
 		}
-		r, ok, err := c.restore(key, junit, log)
+		r, ok, err := restoreDirect(c, "k", junit, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok && len(r.Passed) != 2 {
-			t.Errorf("restored %d passed specs, want 2", len(r.Passed))
+		if ok != tc.want || ok && len(r.Passed) != 2 {
+			t.Errorf("%s: restored %v (%d passed), want %v", tc.desc, ok, len(r.Passed), tc.want)
 		}
-		return ok
-	}
-	if restored("k1") {
-		t.Fatal("an empty cache restored a run")
-	}
-	writeRun(junitAllPass)
-	if err := c.store("k1", junit, log); err != nil {
-		t.Fatal(err)
-	}
-	if !restored("k1") {
-		t.Fatal("the stored run was not restored")
-	}
-	if b, _ := os.ReadFile(log); string(b) != "critest's output\n" {
-		t.Errorf("restored log %q", b)
-	}
-	if restored("k2") {
-		t.Error("another key restored k1's run")
-	}
-	if left, _ := filepath.Glob(filepath.Join(c.Dir, ".critest-direct-*")); len(left) > 0 {
-		t.Errorf("temporary files left: %v", left)
-	}
-	whole, _ := os.ReadFile(c.path("k1"))
-	for name, entry := range map[string][]byte{
-		"cut short":   whole[:len(whole)/2],
-		"not JSON":    []byte("garbage"),
-		"another key": bytes.Replace(whole, []byte(`"Key":"k1"`), []byte(`"Key":"k2"`), 1),
-		"no report":   []byte(`{"Key":"k1","Log":"eA=="}`),
-	} {
-		os.WriteFile(c.path("k1"), entry, 0o644)
-		if restored("k1") {
-			t.Errorf("an entry %s was restored", name)
-		}
-	}
-	writeRun(junitSample) // failed specs: not a baseline to keep reusing
-	c.store("k1", junit, log)
-	if restored("k1") {
-		t.Error("a run with failed specs was restored")
-	}
-	writeRun(junitAllPass)
-	if err := c.store("k1", junit, log); err != nil {
-		t.Fatal(err)
-	}
-	if !restored("k1") {
-		t.Error("storing did not replace a bad entry")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/baseline"
 	"github.com/cri-nstarget/cri-nstarget/internal/critest"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
@@ -234,7 +235,7 @@ func critestStep(ctx context.Context, o runOptions, env *critest.Backend, mode, 
 		extra = append(extra, "-nri-socket", env.Containerd.NRISocket())
 	}
 	var key string
-	cache := baselineCache{o.directCache}
+	cache := baseline.Cache{Dir: o.directCache, Kind: "critest-direct"}
 	if mode == "direct" && o.directCache != "" {
 		k, err := directKeyOf(o, env, skips, extra, images)
 		if err == nil {
@@ -243,12 +244,12 @@ func critestStep(ctx context.Context, o runOptions, env *critest.Backend, mode, 
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", name, err)
 		}
-		r, ok, err := cache.restore(key, junit, log)
+		r, ok, err := restoreDirect(cache, key, junit, log)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", name, err)
 		}
 		if ok {
-			fmt.Printf("  direct run: cached, key %s (%s); critest not run against containerd\n", key, cache.path(key))
+			fmt.Printf("  direct run: cached, key %s (%s); critest not run against containerd\n", key, cache.Path(key))
 			return junit, errors.Join(critestFloor(o, name, r)...)
 		}
 	}
@@ -260,10 +261,10 @@ func critestStep(ctx context.Context, o runOptions, env *critest.Backend, mode, 
 	if key != "" {
 		if len(failed) > 0 || len(r.Failed) > 0 {
 			fmt.Printf("  direct run: ran, key %s; not kept (failed specs, or below the floor)\n", key)
-		} else if err := cache.store(key, junit, log); err != nil {
+		} else if err := cache.Store(key, critestFiles(junit, log)); err != nil {
 			return junit, fmt.Errorf("%s: keep the direct run: %w", name, err)
 		} else {
-			fmt.Printf("  direct run: ran, key %s; kept in %s\n", key, cache.path(key))
+			fmt.Printf("  direct run: ran, key %s; kept in %s\n", key, cache.Path(key))
 		}
 	}
 	return junit, errors.Join(failed...)
@@ -307,8 +308,7 @@ func directKeyOf(o runOptions, env *critest.Backend, skips []skipEntry, extra []
 	if cni, err := os.ReadFile(filepath.Join(dir, "cni", "10-nstarget.conflist")); err == nil {
 		k.CNI = placeholders(string(cni), ph...)
 	}
-	kernel, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	k.Kernel = strings.TrimSpace(string(kernel))
+	k.Kernel, err = kernelRelease()
 	return k, err
 }
 
