@@ -122,6 +122,10 @@ func (c Cache) Store(key string, files map[string]string) error {
 		return err
 	}
 	defer os.Remove(f.Name())
+	if err := f.Chmod(0o644); err != nil { // CreateTemp's 0600: the entry is no secret
+		f.Close()
+		return err
+	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return err
