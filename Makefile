@@ -60,7 +60,7 @@ build: shim
 	$(GO) build -o bin/nstarget-lab ./cmd/nstarget-lab
 
 deps:
-	./hack/deps.sh
+	$(LEG) ./hack/deps.sh
 
 # The build tags whose files vet and lint check, each with its packages
 # (several joined by +), beside the default build's ./...
@@ -102,10 +102,10 @@ race:
 FUZZTIME ?=
 fuzz_for = -fuzztime $(or $(FUZZTIME),$(1)x) -fuzzminimizetime 5s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzCreate$$' $(call fuzz_for,150000) ./criwire
-	$(GO) test -run '^$$' -fuzz '^FuzzPlanFor$$' $(call fuzz_for,20000) ./server
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateID$$' $(call fuzz_for,800000) ./pins
-	$(GO) test -run '^$$' -fuzz '^FuzzPatch$$' $(call fuzz_for,400000) ./oci
+	./hack/leg.sh fuzz-criwire $(GO) test -run '^$$' -fuzz '^FuzzCreate$$' $(call fuzz_for,150000) ./criwire
+	./hack/leg.sh fuzz-server $(GO) test -run '^$$' -fuzz '^FuzzPlanFor$$' $(call fuzz_for,20000) ./server
+	./hack/leg.sh fuzz-pins $(GO) test -run '^$$' -fuzz '^FuzzValidateID$$' $(call fuzz_for,800000) ./pins
+	./hack/leg.sh fuzz-oci $(GO) test -run '^$$' -fuzz '^FuzzPatch$$' $(call fuzz_for,400000) ./oci
 
 # The backends, each a containerd built from the Go module proxy into
 # /var/cache/cri-nstarget (hack/containerd.sh, once) with the runc its
@@ -379,8 +379,17 @@ UPSTREAM_SKIP  ?=
 UPSTREAM_PROCS ?= 1
 UPSTREAM_TIMEOUT ?= 20m
 UPSTREAM_OUT   ?= bin/e2e-upstream
-UPSTREAM_TEST   = $(GO) test -tags upstream -count=1 -v -timeout 0 ./e2e/upstream/
-upstream_env    = $(kube_env) NSTARGET_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' \
+# The run with the kubelet on containerd directly (the baseline) is kept in
+# UPSTREAM_DIRECT_CACHE under a key of all it depends on (upstream.DirectKey:
+# e2e.test, nstarget-e2e.test, the kubelet, the control plane, etcd,
+# containerd, runc, the CNI plugins, this test binary, by content; the images,
+# the focus, skip, processes, bound, versions and kernel) and reused while the
+# key holds; the run through the shim always runs. UPSTREAM_DIRECT_CACHE=
+# runs both every time. -trimpath: the test binary, part of the key, is the
+# same bytes in any clone.
+UPSTREAM_DIRECT_CACHE ?= /var/cache/cri-nstarget/e2e-upstream-direct
+UPSTREAM_TEST   = $(GO) test -tags upstream -trimpath -count=1 -v -timeout 0 ./e2e/upstream/
+upstream_env    = $(kube_env) NSTARGET_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' NSTARGET_UPSTREAM_DIRECT_CACHE='$(UPSTREAM_DIRECT_CACHE)' \
 	NSTARGET_UPSTREAM_SKIP='$(UPSTREAM_SKIP)' NSTARGET_UPSTREAM_PROCS=$(UPSTREAM_PROCS) NSTARGET_UPSTREAM_TIMEOUT=$(UPSTREAM_TIMEOUT) \
 	NSTARGET_UPSTREAM_OUT=$(CURDIR)/$(UPSTREAM_OUT)/$(1) $(if $(PROJECT_E2E),NSTARGET_PROJECT_E2E=$(CURDIR)/$(PROJECT_E2E))
 PROJECT_E2E    ?= bin/nstarget-e2e.test
@@ -431,12 +440,15 @@ node-conformance:
 	$(MAKE) e2e-upstream UPSTREAM_FOCUS='\[NodeConformance\]' UPSTREAM_PROCS=$(NODE_CONFORMANCE_PROCS) \
 		UPSTREAM_TIMEOUT=100m UPSTREAM_OUT=bin/node-conformance PROJECT_E2E=
 
-# Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all).
+# Each leg of `make test` prints its time (hack/leg.sh; .ci/run lists them all),
+# and so do deps, fuzz (each target) and install-check.
 # Per backend: integration, conformance, e2e, e2e-upstream (in that order, so
-# that the cheaper legs fail first); then the node.
+# that the cheaper legs fail first); then the node. `unit` is not among them:
+# `race` runs the same tests (go test ./..., no test skips itself under the
+# race detector), so a second run without it showed nothing more (70 s).
 LEG = ./hack/leg.sh $@
 test: CRITEST_BACKENDS = $(TEST_CRITEST_BACKENDS)
-test: deps lint unit chart-check deploy-admission race fuzz install-check release-check \
+test: deps lint race chart-check deploy-admission fuzz install-check release-check \
 	$(foreach b,$(BACKENDS),integration-containerd-$(b) $(if $(filter 2.4,$(b)),integration-containerd-2.4-update) conformance-containerd-$(b)) \
 	$(addprefix e2e-containerd-,$(BACKENDS)) $(addprefix e2e-upstream-containerd-,$(filter $(TEST_UPSTREAM_BACKENDS),$(BACKENDS))) \
 	$(if $(filter 2.4,$(BACKENDS)),node-e2e)
@@ -575,7 +587,7 @@ uninstall:
 		$(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 install-check:
-	MAKE="$(MAKE)" ./hack/install-check.sh
+	MAKE="$(MAKE)" $(LEG) ./hack/install-check.sh
 
 # nstarget-conformance, the TARGET suite (conformance/) as it ships: a static
 # test binary (go test -c, as critest is built), stripped and stamped with
@@ -621,21 +633,28 @@ docs: config/default.toml
 #   make conformance                every backend, BACKENDS and MATRIX_BACKENDS, each with critest,
 #                                   then the tables in docs/reports/conformance.md
 # critest and its stand-in binary are built from their own module
-# (hack/critest/go.mod), so their dependencies never touch go.mod.
+# (hack/critest/go.mod), so their dependencies never touch go.mod; with
+# -trimpath and no VCS stamp, so that a build in any clone at any commit is
+# the same bytes (the direct run's key hashes them).
 # critest's version is named once, in hack/critest/go.mod.
 CRITEST_VERSION := $(shell sed -n 's|^require sigs.k8s.io/cri-tools \(v[^ ]*\).*|\1|p' hack/critest/go.mod)
 CONFORMANCE_OUT ?= bin/conformance
 CRITEST_SKIP    ?= hack/critest/skip.txt
 CONFORMANCE_RUN  = bin/nstarget-matrix run --shim $(BIN) --suite $(CONFORMANCE_BIN) --out $(CONFORMANCE_OUT)
+# critest's direct run (against containerd alone, the baseline) is kept in
+# CRITEST_DIRECT_CACHE under a key of all it depends on and reused while the
+# key holds (nstarget-matrix --critest-direct-cache); the run through the
+# shim always runs. CRITEST_DIRECT_CACHE= runs both every time.
+CRITEST_DIRECT_CACHE ?= /var/cache/cri-nstarget/critest-direct
 CRITEST_ARGS     = --critest bin/critest --critest-standin bin/critest-standin --critest-skip $(CRITEST_SKIP) \
-	--critest-busybox "$$(./hack/busybox-full.sh)"
+	--critest-busybox "$$(./hack/busybox-full.sh)" --critest-direct-cache "$(CRITEST_DIRECT_CACHE)"
 
 .PHONY: conformance conformance-tools conformance-report
 
 conformance-tools: build conformance-suite
 	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
-	cd hack/critest && CGO_ENABLED=0 $(GO) build -o ../../bin/critest-standin ./standin
-	cd hack/critest && $(GO) test -c -o ../../bin/critest \
+	cd hack/critest && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o ../../bin/critest-standin ./standin
+	cd hack/critest && $(GO) test -c -trimpath -buildvcs=false -o ../../bin/critest \
 		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRITEST_VERSION)" sigs.k8s.io/cri-tools/cmd/critest
 
 conformance:

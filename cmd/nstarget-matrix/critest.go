@@ -66,19 +66,7 @@ var critestFloors = map[string]int{"containerd-1.6": 91, "containerd-1.7": 93, "
 // start, was killed, panicked, timed out, or wrote no report) is an error: a
 // run that did not finish must not count as a result.
 func runCritest(ctx context.Context, bin, endpoint, junit, log string, skips []skipEntry, extra ...string) (junitResult, error) {
-	args := append([]string{
-		"-runtime-endpoint", endpoint, "-image-endpoint", endpoint,
-		"-ginkgo.junit-report", junit, "-ginkgo.json-report", jsonReport(junit),
-		"-ginkgo.no-color", "-ginkgo.timeout", "30m",
-		// a spec that fails is run once more, both ways alike (ginkgo's
-		// own retry, as Kubernetes' CI runs e2e): one timing miss of an
-		// upstream spec must not decide parity; every retry is named in
-		// the output and in critest-parity-*.json
-		"-ginkgo.flake-attempts", strconv.Itoa(critestAttempts),
-	}, extra...)
-	for _, s := range skips {
-		args = append(args, "-ginkgo.skip", s.pattern)
-	}
+	args := critestArgs(endpoint, junit, skips, extra)
 	// a report left by an earlier run must not stand in for this one's
 	for _, p := range []string{junit, jsonReport(junit)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -97,6 +85,25 @@ func runCritest(ctx context.Context, bin, endpoint, junit, log string, skips []s
 	err = cmd.Run()
 	fmt.Printf("  critest finished in %s (%v); log %s\n", time.Since(start).Round(time.Second), exitText(err), log)
 	return critestResult(err, junit, log)
+}
+
+// critestArgs are critest's arguments for a run against endpoint that
+// writes its reports beside junit.
+func critestArgs(endpoint, junit string, skips []skipEntry, extra []string) []string {
+	args := append([]string{
+		"-runtime-endpoint", endpoint, "-image-endpoint", endpoint,
+		"-ginkgo.junit-report", junit, "-ginkgo.json-report", jsonReport(junit),
+		"-ginkgo.no-color", "-ginkgo.timeout", "30m",
+		// a spec that fails is run once more, both ways alike (ginkgo's
+		// own retry, as Kubernetes' CI runs e2e): one timing miss of an
+		// upstream spec must not decide parity; every retry is named in
+		// the output and in critest-parity-*.json
+		"-ginkgo.flake-attempts", strconv.Itoa(critestAttempts),
+	}, extra...)
+	for _, s := range skips {
+		args = append(args, "-ginkgo.skip", s.pattern)
+	}
+	return args
 }
 
 // critestResult checks critest's exit (err from exec.Cmd.Run) against the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cri-nstarget/cri-nstarget/internal/baseline"
 	"github.com/cri-nstarget/cri-nstarget/internal/critest"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 )
@@ -38,7 +40,8 @@ type runOptions struct {
 	critest       string
 	critestSkip   string
 	critestNRI    bool
-	critestFloor  int // specs that must pass, directly and through the shim
+	critestFloor  int    // specs that must pass, directly and through the shim
+	directCache   string // where critest's direct runs are kept by their key; "" runs it every time
 	busybox       string
 	standin       string
 	out           string
@@ -61,6 +64,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.critestNRI, "critest-nri", false, "run critest's NRI specs too, on the backend's NRI socket (containerd 2.x)")
 	fs.StringVar(&o.critestSkip, "critest-skip", "hack/critest/skip.txt", "critest skip list (REGEXP | reason)")
 	fs.IntVar(&o.critestFloor, "critest-min-pass", 0, "critest specs that must pass, directly and through the shim; 0: the floor recorded for the backend (containerd-1.6: 91, containerd-1.7: 93, containerd-2.0: 105, containerd-2.1: 92, containerd-2.3: 123, containerd-2.4: 124)")
+	fs.StringVar(&o.directCache, "critest-direct-cache", "/var/cache/cri-nstarget/critest-direct", "where critest's direct run is kept, by a key of all it depends on (critest, containerd, its runc shim, runc and the CNI plugins by their hashes, containerd's config, the skip list, critest's arguments, the images, the kernel), and reused while the key is the same; empty: run it every time")
 	fs.StringVar(&o.busybox, "critest-busybox", harness.BusyboxPath, "static busybox critest's stand-in images are built from (hack/busybox-full.sh has ipcs and pgrep)")
 	fs.StringVar(&o.standin, "critest-standin", "bin/critest-standin", "static stand-in binary for critest's pause, nginx, httpd and nonewprivs images (hack/critest/standin)")
 	fs.StringVar(&o.out, "out", "bin/conformance", "directory for reports and logs")
@@ -71,7 +75,7 @@ func runCmd(ctx context.Context, args []string) error {
 		return errors.New("run: needs root (containerd, runc, namespace pins, CNI)")
 	}
 	var err error
-	for _, p := range []*string{&o.shim, &o.suite, &o.critest, &o.critestSkip, &o.standin, &o.out} {
+	for _, p := range []*string{&o.shim, &o.suite, &o.critest, &o.critestSkip, &o.standin, &o.out, &o.directCache} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return err
@@ -198,22 +202,10 @@ func run(ctx context.Context, o runOptions) (err error) {
 			}
 		}
 		if o.critest != "" && (mode == "direct" || mode == "shim") { // critest sends no TARGET: strict and the targeting path change nothing for it
-			junit := filepath.Join(o.out, "critest-"+name+".xml")
-			var extra []string
-			if o.critestNRI {
-				// critest's NRI specs register a plugin of their own on
-				// containerd's NRI socket: directly it is the only one,
-				// through the shim it runs beside the shim's
-				if _, err := os.Stat(env.Containerd.NRISocket()); err != nil {
-					return fmt.Errorf("--critest-nri: %s serves no NRI socket: %w", o.backend, err)
-				}
-				extra = append(extra, "-nri-socket", env.Containerd.NRISocket())
-			}
-			r, err := runCritest(ctx, o.critest, endpoint, junit, filepath.Join(o.out, "critest-"+name+".log"), skips, extra...)
+			junit, err := critestStep(ctx, o, env, mode, endpoint, skips, envOpts.Images)
 			if err != nil {
-				failures = append(failures, fmt.Errorf("%s: %w", name, err))
-			} else {
-				failures = append(failures, critestFloor(o, name, r)...)
+				failures = append(failures, err)
+			} else if junit != "" {
 				junits[mode] = junit // below the floor too: parity names the specs
 			}
 		}
@@ -237,6 +229,102 @@ func run(ctx context.Context, o runOptions) (err error) {
 	fmt.Printf("• %s: done in %s; checks that decide the run (suite through the shim, critest parity, clean runs):\n", o.backend, time.Since(start).Round(time.Second))
 	fmt.Printf("%s: %d passed, %d failed\n", o.backend, passed, failedCases+len(failures))
 	return errors.Join(failures...)
+}
+
+// critestStep runs critest against endpoint (mode direct or shim) and
+// checks its floor; it returns the JUnit report when critest ran to one.
+// The direct run is containerd's baseline: with o.directCache it is kept
+// under its key (directKeyOf) and reused while the key is the same.
+func critestStep(ctx context.Context, o runOptions, env *critest.Backend, mode, endpoint string, skips []skipEntry, images map[string]*harness.Image) (string, error) {
+	name := o.backend + "-" + mode
+	junit := filepath.Join(o.out, "critest-"+name+".xml")
+	log := filepath.Join(o.out, "critest-"+name+".log")
+	var extra []string
+	if o.critestNRI {
+		// critest's NRI specs register a plugin of their own on
+		// containerd's NRI socket: directly it is the only one,
+		// through the shim it runs beside the shim's
+		if _, err := os.Stat(env.Containerd.NRISocket()); err != nil {
+			return "", fmt.Errorf("--critest-nri: %s serves no NRI socket: %w", o.backend, err)
+		}
+		extra = append(extra, "-nri-socket", env.Containerd.NRISocket())
+	}
+	var key string
+	cache := baseline.Cache{Dir: o.directCache, Kind: "critest-direct"}
+	if mode == "direct" && o.directCache != "" {
+		k, err := directKeyOf(o, env, skips, extra, images)
+		if err == nil {
+			key, err = k.sum()
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		r, ok, err := restoreDirect(cache, key, junit, log)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		if ok {
+			fmt.Printf("  direct run: cached, key %s (%s); critest not run against containerd\n", key, cache.Path(key))
+			return junit, errors.Join(critestFloor(o, name, r)...)
+		}
+	}
+	r, err := runCritest(ctx, o.critest, endpoint, junit, log, skips, extra...)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	failed := critestFloor(o, name, r)
+	if key != "" {
+		if len(failed) > 0 || len(r.Failed) > 0 {
+			fmt.Printf("  direct run: ran, key %s; not kept (failed specs, or below the floor)\n", key)
+		} else if err := cache.Store(key, critestFiles(junit, log)); err != nil {
+			return junit, fmt.Errorf("%s: keep the direct run: %w", name, err)
+		} else {
+			fmt.Printf("  direct run: ran, key %s; kept in %s\n", key, cache.Path(key))
+		}
+	}
+	return junit, errors.Join(failed...)
+}
+
+// directKeyOf gathers what critest's direct run depends on (directKey).
+func directKeyOf(o runOptions, env *critest.Backend, skips []skipEntry, extra []string, images map[string]*harness.Image) (directKey, error) {
+	dir := env.Containerd.Dir
+	tmp := filepath.Dir(dir)
+	ph := []string{dir, "$DIR", tmp, "$TMP", env.Registry.Host(), "$REGISTRY"}
+	if br := env.Bridge(); br != nil {
+		ph = append(ph, br.Name, "$BRIDGE", br.Subnet, "$SUBNET")
+	}
+	k := directKey{Skips: skips, Images: map[string]string{}, Binaries: map[string]string{
+		"critest": o.critest, "containerd": o.containerd,
+		"containerd-shim-runc-v2": filepath.Join(filepath.Dir(o.containerd), "containerd-shim-runc-v2"),
+	}}
+	if p, err := exec.LookPath(cmp.Or(os.Getenv("NSTARGET_RUNC"), "runc")); err == nil {
+		k.Binaries["runc"] = p
+	} else {
+		return k, fmt.Errorf("the direct run's key: runc: %w", err)
+	}
+	plugins, err := filepath.Glob(filepath.Join(harness.CNIBinDir, "*"))
+	if err != nil {
+		return k, err
+	}
+	for _, p := range plugins {
+		k.Binaries["cni "+filepath.Base(p)] = p
+	}
+	for name, img := range images {
+		k.Images[name] = img.ManifestDigest.String()
+	}
+	for _, a := range critestArgs("$ENDPOINT", "$OUT/critest.xml", skips, extra) {
+		k.Args = append(k.Args, placeholders(a, ph...))
+	}
+	config, err := os.ReadFile(filepath.Join(dir, "config.toml"))
+	if err != nil {
+		return k, err
+	}
+	k.Config = placeholders(string(config), ph...)
+	if cni, err := os.ReadFile(filepath.Join(dir, "cni", "10-nstarget.conflist")); err == nil {
+		k.CNI = placeholders(string(cni), ph...)
+	}
+	k.Kernel, err = kernelRelease()
+	return k, err
 }
 
 // runSuite runs the TARGET suite binary and counts its passed and failed

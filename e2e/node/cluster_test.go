@@ -155,16 +155,21 @@ func (r *run) applyCluster(t *testing.T, tag string, cleanup bool) {
 
 // patchInstaller adds to the installer's container, through a patch in
 // deploy/kustomization.yaml (which has none): NSTARGET_NODE_INSTALL_ARGS's
-// arguments. (The smoke test runs the installer's own image, found by its
+// arguments; for the nocreate image, the guard's shorter bounds
+// (guardAfterNoCreate). (The smoke test runs the installer's own image, found by its
 // pod's uid, which deploy/ passes as $POD_UID.)
 func (r *run) patchInstaller(t *testing.T, dir, tag string) {
 	t.Helper()
 	var ops []string
-	for _, a := range strings.Fields(installArgs) {
+	args := strings.Fields(installArgs)
+	if tag == "nocreate" {
+		args = append(args, "--guard-after="+guardAfterNoCreate.String(), "--ready-timeout="+readyTimeoutNoCreate.String())
+	}
+	for _, a := range args {
 		ops = append(ops, fmt.Sprintf("{op: add, path: /spec/template/spec/containers/0/args/-, value: %q}", a))
 	}
-	if installArgs != "" {
-		t.Logf("the installer gets the arguments %q too (NSTARGET_NODE_INSTALL_ARGS)", installArgs)
+	if len(args) > 0 {
+		t.Logf("the installer gets the arguments %q too (NSTARGET_NODE_INSTALL_ARGS, and the nocreate image's bounds)", args)
 	}
 	if len(ops) == 0 {
 		return

@@ -50,6 +50,7 @@ type env struct {
 	procs                           int           // ginkgo's parallel processes; 1 runs e2e.test alone
 	timeout                         time.Duration // for each run of the specs
 	out                             string        // the reports, the table and (on failure) the logs
+	directCache                     string        // where the direct run is kept by its key, or "" (run every time)
 }
 
 func TestMain(m *testing.M) {
@@ -65,7 +66,7 @@ func TestParity(t *testing.T) {
 		kubeBin: os.Getenv("NSTARGET_KUBERNETES_BIN"), etcd: os.Getenv("NSTARGET_ETCD"),
 		shim: os.Getenv("NSTARGET_SHIM_BINARY"), containerd: os.Getenv("NSTARGET_CONTAINERD"),
 		out: os.Getenv("NSTARGET_UPSTREAM_OUT"), project: os.Getenv("NSTARGET_PROJECT_E2E"),
-		kubelet: os.Getenv("NSTARGET_KUBELET"),
+		kubelet: os.Getenv("NSTARGET_KUBELET"), directCache: os.Getenv("NSTARGET_UPSTREAM_DIRECT_CACHE"),
 	}
 	if e.kubeBin == "" || e.etcd == "" || e.shim == "" {
 		t.Fatal("NSTARGET_KUBERNETES_BIN, NSTARGET_ETCD and NSTARGET_SHIM_BINARY must be set (make e2e-upstream sets them)")
@@ -105,7 +106,11 @@ func TestParity(t *testing.T) {
 	results := map[string][]upstream.Result{}
 	for _, mode := range []string{"direct", "shim"} {
 		t0 := time.Now()
-		r, err := e.run(label, mode)
+		run := e.run
+		if mode == "direct" {
+			run = e.direct
+		}
+		r, err := run(label, mode)
 		if err != nil {
 			t.Fatalf("%s %s: %v", label, mode, err)
 		}
@@ -229,17 +234,47 @@ func (e env) e2eTest(tmp string, kube *cluster.Cluster, mode string) ([]upstream
 	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
 		return nil, err
 	}
-	// The project's binary also holds the upstream specs that its import
-	// of k8s.io/kubernetes/test/e2e registers; its own carry the label.
-	type suite struct{ name, bin, labels string }
+	for _, s := range e.suites() {
+		if err := e.specs(s.name, s.bin, s.labels, home, kube.Kubeconfig(), mode); err != nil {
+			return nil, err
+		}
+	}
+	return e.results(mode)
+}
+
+// suite is one binary of specs.
+type suite struct{ name, bin, labels string }
+
+// suites are e2e.test, and the project's nstarget-e2e.test when given. The
+// project's binary also holds the upstream specs that its import of
+// k8s.io/kubernetes/test/e2e registers; its own carry the label.
+func (e env) suites() []suite {
 	suites := []suite{{"e2e", filepath.Join(e.kubeBin, "e2e.test"), ""}}
 	if e.project != "" {
 		suites = append(suites, suite{"nstarget-e2e", e.project, ProjectLabel})
 	}
+	return suites
+}
+
+// report and logPath are where a suite's run in mode writes its JUnit
+// report and its output.
+func (e env) report(name, mode string) string {
+	return filepath.Join(e.out, fmt.Sprintf("junit-%s-%s.xml", name, mode))
+}
+func (e env) logPath(name, mode string) string {
+	return filepath.Join(e.out, fmt.Sprintf("%s-%s.log", name, mode))
+}
+
+// results reads the suites' reports of the run in mode.
+func (e env) results(mode string) ([]upstream.Result, error) {
 	var all []upstream.Result
 	seen := map[string]string{} // spec -> the suite that ran it
-	for _, s := range suites {
-		r, err := e.specs(s.name, s.bin, s.labels, home, kube.Kubeconfig(), mode)
+	for _, s := range e.suites() {
+		b, err := os.ReadFile(e.report(s.name, mode))
+		if err != nil {
+			return nil, err
+		}
+		r, err := upstream.ParseJUnit(b, e.focus)
 		if err != nil {
 			return nil, err
 		}
@@ -260,14 +295,15 @@ func (e env) e2eTest(tmp string, kube *cluster.Cluster, mode string) ([]upstream
 }
 
 // specs runs one suite binary's specs; its log and JUnit report are kept in
-// e.out under the suite's name and the mode.
-func (e env) specs(name, bin, labels, home, kubeconfig, mode string) ([]upstream.Result, error) {
-	report := filepath.Join(e.out, fmt.Sprintf("junit-%s-%s.xml", name, mode))
+// e.out under the suite's name and the mode. A run without a report is an
+// error.
+func (e env) specs(name, bin, labels, home, kubeconfig, mode string) error {
+	report := e.report(name, mode)
 	_ = os.Remove(report)
-	logPath := filepath.Join(e.out, fmt.Sprintf("%s-%s.log", name, mode))
+	logPath := e.logPath(name, mode)
 	log, err := os.Create(logPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer log.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout+5*time.Minute)
@@ -280,11 +316,10 @@ func (e env) specs(name, bin, labels, home, kubeconfig, mode string) ([]upstream
 	cmd.Env = append(os.Environ(), "HOME="+home, "TMPDIR="+filepath.Join(home, "tmp"))
 	cmd.Stdout, cmd.Stderr = log, log
 	runErr := cmd.Run()
-	b, err := os.ReadFile(report)
-	if err != nil {
-		return nil, fmt.Errorf("%s (%v) wrote no report; its log is %s: %w", filepath.Base(bin), runErr, logPath, err)
+	if _, err := os.Stat(report); err != nil {
+		return fmt.Errorf("%s (%v) wrote no report; its log is %s: %w", filepath.Base(bin), runErr, logPath, err)
 	}
-	return upstream.ParseJUnit(b, e.focus)
+	return nil
 }
 
 // e2eArgs are e2e.test's own flags: the skeleton provider (no cloud), the

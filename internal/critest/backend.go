@@ -87,3 +87,6 @@ func backendLabel(version []byte) (string, error) {
 	}
 	return fmt.Sprintf("containerd-%s.%s", m[1], m[2]), nil
 }
+
+// Bridge is the pods' CNI bridge, nil without a pod network.
+func (b *Backend) Bridge() *harness.Bridge { return b.bridge }

@@ -18,6 +18,9 @@ import (
 // cniBinDir holds Debian's containernetworking-plugins.
 const cniBinDir = "/usr/lib/cni"
 
+// CNIBinDir is where the CNI plugins the harness names are found.
+const CNIBinDir = cniBinDir
+
 // ipForwardPath is the sysctl the bridge plugin turns on for a gateway.
 const ipForwardPath = "/proc/sys/net/ipv4/ip_forward"
 
