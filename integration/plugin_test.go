@@ -302,3 +302,24 @@ func TestPluginModeKilledBeforeStart(t *testing.T) {
 		t.Errorf("the next try runs in pid namespace %s, want the app's %s", got, want)
 	}
 }
+
+// A pod that shares its PID namespace (POD mode, shareProcessNamespace):
+// containerd writes /proc/<sandbox pid>/ns/pid into each of its
+// containers' specs, the same form as a TARGET's, and the plugin leaves
+// them alone: no record, no fallback, and in strict mode no refusal.
+func TestPluginModeSharedPodPID(t *testing.T) {
+	startPlugin(t, shimBin, "--strict-targeting")
+	p := runPod(t, direct, podMode)
+	id, err := createIn(t, direct, p, "a", &runtimeapi.NamespaceOption{Pid: podMode}, "sleep", "3652")
+	if err != nil {
+		t.Fatalf("create in a pod sharing its PID namespace, the plugin strict: %v", err)
+	}
+	ci := direct.Info(t, id)
+	if rec, ok := ci.RuntimeSpec.Annotations[oci.AnnotationTargeting]; ok {
+		t.Errorf("a container of a pod sharing its PID namespace has a record: %s", rec)
+	}
+	if got := nsPath(ci, "pid"); !strings.HasPrefix(got, "/proc/") || !strings.HasSuffix(got, "/ns/pid") {
+		t.Errorf("its spec names pid namespace %q, want containerd's /proc/<sandbox pid>/ns/pid", got)
+	}
+	mustStart(t, direct, id)
+}

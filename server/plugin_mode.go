@@ -96,8 +96,11 @@ func (m *pluginMode) releaseEarlier() {
 var targetPIDPath = regexp.MustCompile(`^/proc/([1-9][0-9]*)/ns/pid$`)
 
 // pidTargeted is the pid whose PID namespace the spec (as the NRI event
-// shows it) names as another process's; false when it names none.
-func pidTargeted(ctr *nriapi.Container) (uint32, bool) {
+// shows it) names as another process's; false when it names none, or names
+// the pod sandbox's own: containerd writes /proc/<sandbox pid>/ns/pid for
+// every container of a pod that shares its PID namespace (POD mode,
+// shareProcessNamespace), which is no TARGET and not the plugin's.
+func pidTargeted(pod *nriapi.PodSandbox, ctr *nriapi.Container) (uint32, bool) {
 	for _, n := range ctr.GetLinux().GetNamespaces() {
 		if n.GetType() != string(namespaces.PID) {
 			continue
@@ -107,7 +110,10 @@ func pidTargeted(ctr *nriapi.Container) (uint32, bool) {
 			return 0, false
 		}
 		pid, err := strconv.ParseUint(m[1], 10, 32)
-		return uint32(pid), err == nil
+		if err != nil || uint32(pid) == pod.GetPid() {
+			return 0, false
+		}
+		return uint32(pid), true
 	}
 	return 0, false
 }
@@ -124,7 +130,7 @@ func requestOf(pod *nriapi.PodSandbox, ctr *nriapi.Container) criwire.Create {
 // container whose PID namespace names no other process's, else the pin of
 // its target's (answer).
 func (m *pluginMode) Create(pod *nriapi.PodSandbox, ctr *nriapi.Container) (*nriapi.ContainerAdjustment, error) {
-	pid, ok := pidTargeted(ctr)
+	pid, ok := pidTargeted(pod, ctr)
 	if !ok {
 		return nil, nil
 	}

@@ -210,3 +210,29 @@ func TestPluginModeReleasesEarlierPins(t *testing.T) {
 		t.Error("the pin an earlier process left is held after the start")
 	}
 }
+
+// pidTargeted: a PID namespace path of another process is a target's; the
+// pod sandbox's own (a pod sharing its PID namespace), none, or another
+// form is not.
+func TestPidTargeted(t *testing.T) {
+	pod := &nriapi.PodSandbox{Id: "sb", Pid: 100}
+	ctr := func(path string) *nriapi.Container {
+		return &nriapi.Container{Linux: &nriapi.LinuxContainer{Namespaces: []*nriapi.LinuxNamespace{
+			{Type: "ipc"}, {Type: "pid", Path: path}}}}
+	}
+	for _, c := range []struct {
+		path string
+		pid  uint32
+		ok   bool
+	}{
+		{"/proc/4242/ns/pid", 4242, true},
+		{"/proc/100/ns/pid", 0, false},
+		{"", 0, false},
+		{"/run/other/pid", 0, false},
+		{"/proc/0/ns/pid", 0, false},
+	} {
+		if pid, ok := pidTargeted(pod, ctr(c.path)); pid != c.pid || ok != c.ok {
+			t.Errorf("pidTargeted(pod pid 100, %q) = %d, %v; want %d, %v", c.path, pid, ok, c.pid, c.ok)
+		}
+	}
+}
