@@ -136,6 +136,8 @@ func (r *run) waitPlugin(t *testing.T, timeout time.Duration) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the plugin's process: %s", r.sh(t, time.Minute, fmt.Sprintf(
+		`echo "AppArmor $(cat /sys/module/apparmor/parameters/enabled 2>/dev/null || echo absent), profile $(cat /proc/%d/attr/current 2>&1), $(grep -E '^(CapEff|Seccomp):' /proc/%d/status | tr '\t\n' '  ')"`, pid, pid)))
 	return pid
 }
 
