@@ -715,7 +715,9 @@ print-version:
 # failCgroupV1 (so it proves cgroup v2), started by their units; the control
 # plane (etcd, kube-apiserver) runs on the host, at 10.0.2.2 for the guest.
 #   make node-e2e        (part of make test) containerd $(CONTAINERD_24) with runc $(RUNC_24), the guest
-#                        on NODE_CPUS vCPUs: first the cluster install (deploy/: a DaemonSet, the
+#                        on NODE_CPUS vCPUs: first the plugin mode (deploy/plugin: kubectl apply -k,
+#                        debug --target pinned and verified by it, delete -k leaving nothing on the host,
+#                        the kubelet never restarted), then the cluster install (deploy/: a DaemonSet, the
 #                        controllers on the host) on the kubelet on containerd: a shim healthy but
 #                        NotReady through it rolled back by the installer after the kubelet's restart,
 #                        one that cannot create containers with its installer killed after the
@@ -742,7 +744,7 @@ NODE_DEB_VERSIONS := v0.0.0-node.1 v0.0.0-node.2
 # (internal/badshim, one mode each): the node NotReady through it, and no
 # container created through it.
 NODE_BADSHIMS     := notready nocreate
-NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(base|cluster-(notready|guard|install|upgrade|cleanup)|install|debug|logs|restarts)$$
+NODE_E2E_SHORT    := TestNode/containerd-$(patsubst v%,%,$(CONTAINERD_24))/^(base|plugin|cluster-(notready|guard|install|upgrade|cleanup)|install|debug|logs|restarts)$$
 .PHONY: node-image node-boot-check node-tools node-e2e node-e2e-full
 node-image:
 	$(NODE_LEG) $@ ./hack/node/image.sh

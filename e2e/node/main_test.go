@@ -6,7 +6,9 @@
 // dpkg, containerd with the systemd cgroup driver, and a kubelet with
 // cgroupDriver systemd and the default failCgroupV1, all started by their
 // units. Every scenario is asserted from inside the node. On containerd 2.4
-// the node starts with its kubelet on containerd, and the cluster install
+// the node starts with its kubelet on containerd; the plugin mode
+// (deploy/plugin, plugin_test.go) is applied and deleted on it, then the
+// cluster install
 // (deploy/, a DaemonSet) puts the shim on it, upgrades it and takes it off
 // first (cluster_test.go), with the shim unit's journal and restarts
 // checked while it is on; then the package's scenarios run.

@@ -168,6 +168,9 @@ func runNode(t *testing.T, b backend, registry string) {
 	shimUnit := []step{{"logs", r.logs}, {"restarts", r.restarts}}
 	steps := []step{{"base", r.base}}
 	if b.cluster {
+		// The plugin mode (plugin_test.go) first, on the kubelet on
+		// containerd as the node starts: no kubelet restart of its own.
+		steps = append(steps, step{"plugin", r.pluginMode})
 		steps = append(steps, step{"cluster-bad", r.clusterBad}, step{"cluster-notready", r.clusterNotReady},
 			step{"cluster-guard", r.clusterGuard}, step{"cluster-install", r.clusterInstall})
 		steps = append(steps, shimUnit...)
