@@ -117,10 +117,19 @@ func TestPluginLeastPrivilegeRefuses(t *testing.T) {
 		{desc: "a capability", change: func(_ *appsv1.DaemonSet, c *corev1.Container) {
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "NET_ADMIN")
 		}, want: "adds NET_ADMIN, which the plugin does not use"},
-		{desc: "privileged without Bidirectional", change: func(_ *appsv1.DaemonSet, c *corev1.Container) {
-			none := corev1.MountPropagationNone
-			c.VolumeMounts[0].MountPropagation = &none
+		{desc: "privileged", change: func(_ *appsv1.DaemonSet, c *corev1.Container) {
+			yes := true
+			c.SecurityContext.Privileged = &yes
 		}, want: "container plugin is privileged"},
+		{desc: "the state dir Bidirectional", change: func(_ *appsv1.DaemonSet, c *corev1.Container) {
+			bidi := corev1.MountPropagationBidirectional
+			c.VolumeMounts[0].MountPropagation = &bidi
+		}, want: "mounts /run/cri-nstarget-plugin with Bidirectional propagation"},
+		{desc: "the state dir on the host", change: func(ds *appsv1.DaemonSet, _ *corev1.Container) {
+			ds.Spec.Template.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/cri-nstarget-plugin"}}
+		}, want: "host path /run/cri-nstarget-plugin is not one the plugin needs"},
+		{desc: "containerd's dir writable", change: func(_ *appsv1.DaemonSet, c *corev1.Container) { c.VolumeMounts[2].ReadOnly = false },
+			want: "mounts /run/containerd at /run/containerd (subPath \"\", read-only false"},
 		{desc: "the host's root", change: func(ds *appsv1.DaemonSet, c *corev1.Container) {
 			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "root",
 				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})

@@ -11,37 +11,27 @@ import (
 )
 
 // pluginMount is how the plugin's pod must mount one host path: at the
-// same path (a pin's path goes into a container's spec, and runc opens it
-// on the host), read-only or not, with this propagation.
+// same path, read-only, with this propagation.
 type pluginMount struct {
-	readOnly    bool
 	propagation corev1.MountPropagationMode
 }
 
-// pluginHostPaths are the host paths the plugin may mount
-// (deploy/plugin/daemonset.yaml says why): its state directory, whose pins
-// must reach the host (Bidirectional); NRI's socket directory;
+// pluginHostPaths are the host paths the plugin may mount, each read-only
+// (deploy/plugin/daemonset.yaml says why): NRI's socket directory;
 // containerd's, whose containers' root file systems must leave the pod
-// when containerd unmounts them (HostToContainer).
+// when containerd unmounts them (HostToContainer). Its state directory,
+// the pins in it, is an emptyDir: its pins are mounts of its own mount
+// namespace, which the host reaches through /proc/<pid>/root.
 var pluginHostPaths = map[string]pluginMount{
-	"/run/cri-nstarget-plugin": {propagation: corev1.MountPropagationBidirectional},
-	"/var/run/nri":             {readOnly: true, propagation: corev1.MountPropagationNone},
-	"/run/containerd":          {readOnly: true, propagation: corev1.MountPropagationHostToContainer},
+	"/var/run/nri":    {propagation: corev1.MountPropagationNone},
+	"/run/containerd": {propagation: corev1.MountPropagationHostToContainer},
 }
 
 // plugin is what the plugin's container may ask for: SYS_ADMIN (a pin's
-// mount and unmount) and SYS_PTRACE (/proc/<pid>/ns of processes with more
-// capabilities); privileged only for the Bidirectional propagation of its
-// state directory, which Kubernetes grants to a privileged container alone.
+// mount and unmount, in its own mount namespace) and SYS_PTRACE
+// (/proc/<pid>/ns of processes with more capabilities); never privileged.
 var plugin = containerPolicy{who: "the plugin", capabilities: []corev1.Capability{"SYS_ADMIN", "SYS_PTRACE"},
-	privileged: func(c corev1.Container) string {
-		for _, m := range c.VolumeMounts {
-			if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
-				return "Kubernetes allows Bidirectional propagation (" + m.MountPath + ") to privileged containers only"
-			}
-		}
-		return ""
-	}}
+	privileged: func(corev1.Container) string { return "" }}
 
 // pluginRules is what the plugin's identity may do: package events reads
 // a pod, then creates its Event.
@@ -58,9 +48,9 @@ const pluginNodeLabel = "cri-nstarget.io/plugin"
 // PluginLeastPrivilege lists what the plugin mode's objects (deploy/plugin)
 // ask for beyond what the plugin needs: a token that never expires or is
 // mounted without expiring, the host's network or IPC, a privileged
-// container but for the one exception (plugin above), a capability it does
-// not use, a host path not listed above or not mounted as listed, a
-// toleration of every taint, an RBAC rule beyond pluginRules, no memory
+// container, a capability it does not use, a host path not listed above or
+// not mounted as listed (read-only), a mount with Bidirectional
+// propagation (a mount of the pod's reaching the host), a toleration of every taint, an RBAC rule beyond pluginRules, no memory
 // limit or one above pluginMemoryLimit, no node selector of its label.
 // Nil when nothing.
 func PluginLeastPrivilege(objs []Object) []error {
@@ -121,7 +111,16 @@ func (p *problems) checkToken(objs []Object, spec corev1.PodSpec) {
 	}
 }
 
+// checkPluginVolumes: the host paths are those listed, mounted as listed;
+// no mount propagates back to the host (Bidirectional).
 func (p *problems) checkPluginVolumes(spec corev1.PodSpec) {
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
+				p.add("%s mounts %s with Bidirectional propagation: its mounts would reach the host (the pins are the plugin's own)", c.Name, m.MountPath)
+			}
+		}
+	}
 	mounted := map[string]bool{}
 	for _, v := range spec.Volumes {
 		if v.HostPath == nil {
@@ -142,9 +141,9 @@ func (p *problems) checkPluginVolumes(spec corev1.PodSpec) {
 				if m.MountPropagation != nil {
 					prop = *m.MountPropagation
 				}
-				if m.MountPath != hp || m.SubPath != "" || m.ReadOnly != want.readOnly || prop != want.propagation {
-					p.add("%s mounts %s at %s (subPath %q, read-only %v, %s): want it at the same path, read-only %v, %s",
-						c.Name, hp, m.MountPath, m.SubPath, m.ReadOnly, prop, want.readOnly, want.propagation)
+				if m.MountPath != hp || m.SubPath != "" || !m.ReadOnly || prop != want.propagation {
+					p.add("%s mounts %s at %s (subPath %q, read-only %v, %s): want it at the same path, read-only, %s",
+						c.Name, hp, m.MountPath, m.SubPath, m.ReadOnly, prop, want.propagation)
 				}
 			}
 		}

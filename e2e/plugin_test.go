@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -135,8 +136,8 @@ func backOnShim(t *testing.T) {
 // kubectl debug --target with the kubelet on containerd directly and the
 // plugin attached: the kubelet's TARGET reaches containerd as it sent it
 // (no proxy rewrote it to POD), the debug container sees the target's
-// processes, its spec names the plugin's pin (not the /proc/<pid>/ns/pid
-// containerd wrote, which its record keeps as the pod's path), the plugin's
+// processes, its spec names the plugin's pin through the plugin's root (not the
+// /proc/<pid>/ns/pid containerd wrote, which its record keeps as the pod's path), the plugin's
 // check after the start saw it joined, and kubectl describe pod shows the
 // plugin's Normal Targeted. The kubelet is the same process throughout.
 func TestPluginModeDebugTarget(t *testing.T) {
@@ -153,7 +154,8 @@ func TestPluginModeDebugTarget(t *testing.T) {
 		t.Errorf("containerd received pid mode %v for %s, want the kubelet's TARGET (no proxy between them)", got, dbg.Name)
 	}
 	path, _ := oci.NamespacePath(ci.RuntimeSpec, specs.PIDNamespace)
-	if pin := filepath.Join(p.StateDir(), "pins", dbg.id(), "pid"); path != pin {
+	// through the plugin's root: its pins are its own mount namespace's
+	if pin := fmt.Sprintf("/proc/%d/root%s", p.PID(), filepath.Join(p.StateDir(), "pins", dbg.id(), "pid")); path != pin {
 		t.Errorf("%s's spec pid namespace path = %q, want the plugin's pin %q", dbg.Name, path, pin)
 	}
 	rec := ci.Record(t)

@@ -28,15 +28,30 @@ import (
 // (containerd's RemoveContainer events, as the test's pods are removed).
 func startPlugin(t *testing.T, binary string, flags ...string) *harness.Shim {
 	t.Helper()
+	return startPluginWrapped(t, nil, binary, flags...)
+}
+
+// ownMountNS runs the plugin in a mount namespace of its own, private, as
+// in its pod (deploy/plugin): its pins are not seen on the host.
+var ownMountNS = []string{"unshare", "--mount", "--propagation", "private", "--"}
+
+// startPluginWrapped is startPlugin with the plugin run by wrap (nil:
+// none; ownMountNS).
+func startPluginWrapped(t *testing.T, wrap []string, binary string, flags ...string) *harness.Shim {
+	t.Helper()
 	requireNRI(t)
 	dir := filepath.Join(tmp, fmt.Sprintf("s%d", shimCount.Add(1)))
-	s, err := harness.StartPlugin(context.Background(), binary, dir, env.Containerd, flags...)
+	s, err := harness.StartPluginWrapped(context.Background(), wrap, binary, dir, env.Containerd, flags...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// runs after the cleanups of the pods made while it ran
-		eventually(t, "the plugin's pins to be released", func() bool { return len(mountsUnder(t, s.StateDir())) == 0 })
+		// runs after the cleanups of the pods made while it ran; in the
+		// plugin's own mount namespace, where its pins are
+		eventually(t, "the plugin's pins to be released", func() bool {
+			m, err := harness.MountsUnderOf(s.PID(), s.StateDir())
+			return err == nil && len(m) == 0
+		})
 		if err := s.Close(); err != nil {
 			t.Errorf("stop the plugin: %v", err)
 		}
@@ -48,8 +63,15 @@ func startPlugin(t *testing.T, binary string, flags ...string) *harness.Shim {
 	return s
 }
 
-// pinOf is where the plugin mode pins container id's PID namespace.
+// pinOf is where the plugin mode pins container id's PID namespace, in its
+// own mount namespace.
 func pinOf(s *harness.Shim, id string) string { return filepath.Join(s.StateDir(), "pins", id, "pid") }
+
+// pinNameOf is that pin as NRI's answer names it to runc on the host:
+// through the plugin's root, /proc/<its pid>/root/...
+func pinNameOf(s *harness.Shim, id string) string {
+	return fmt.Sprintf("/proc/%d/root%s", s.PID(), pinOf(s, id))
+}
 
 // A TARGET debug container made by containerd's own CRI is pinned by the
 // plugin inside containerd's create: its spec names the pin, never the
@@ -63,8 +85,8 @@ func TestPluginModeTarget(t *testing.T) {
 	dbg := mustCreate(t, direct, p, "debug", targetOf(app))
 	ci := direct.Info(t, dbg)
 	rec := ci.Record(t)
-	if got := nsPath(ci, "pid"); got != pinOf(s, dbg) {
-		t.Errorf("debug container's spec names pid namespace %q, want the plugin's pin %s (containerd wrote /proc/%d/ns/pid)", got, pinOf(s, dbg), pidOf(t, app))
+	if got := nsPath(ci, "pid"); got != pinNameOf(s, dbg) {
+		t.Errorf("debug container's spec names pid namespace %q, want the plugin's pin %s (containerd wrote /proc/%d/ns/pid)", got, pinNameOf(s, dbg), pidOf(t, app))
 	}
 	if ns := rec.Namespaces["pid"]; rec.Mode != "plugin" || rec.Via != "nri" || rec.Target != app || ns.Result != oci.Targeted ||
 		ns.PodPath != fmt.Sprintf("/proc/%d/ns/pid", pidOf(t, app)) {
@@ -110,8 +132,8 @@ func TestPluginModePIDReuseBetweenCreateAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := nsPath(direct.Info(t, dbg), "pid")
-	if path != pinOf(s, dbg) {
-		t.Errorf("the debug container's spec names %s, want the plugin's pin %s", path, pinOf(s, dbg))
+	if path != pinNameOf(s, dbg) {
+		t.Errorf("the debug container's spec names %s, want the plugin's pin %s", path, pinNameOf(s, dbg))
 	}
 	named, err := namespaces.Stat(path)
 	switch {
@@ -201,8 +223,8 @@ func TestPluginModeKilledMidCreate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the next try after the plugin's restart: %v", err)
 	}
-	if got := nsPath(direct.Info(t, dbg), "pid"); got != pinOf(s, dbg) {
-		t.Errorf("the next try names pid namespace %q, want the pin %s", got, pinOf(s, dbg))
+	if got := nsPath(direct.Info(t, dbg), "pid"); got != pinNameOf(s, dbg) {
+		t.Errorf("the next try names pid namespace %q, want the pin %s", got, pinNameOf(s, dbg))
 	}
 	mustStart(t, direct, dbg)
 	if got, want := nsInside(t, direct, dbg, "pid"), nsInside(t, direct, app, "pid"); got != want {
@@ -210,5 +232,73 @@ func TestPluginModeKilledMidCreate(t *testing.T) {
 	}
 	if pins, _ := os.ReadDir(filepath.Join(s.StateDir(), "pins")); len(pins) != 1 || pins[0].Name() != dbg {
 		t.Errorf("pin directories: %v, want only %s", names(pins), dbg)
+	}
+}
+
+// The plugin in a mount namespace of its own (as in its pod, where nothing
+// it mounts reaches the host): its pin is not at its path on the host, and
+// NRI's answer names it through the plugin's root, /proc/<its pid>/root/...,
+// which runc on the host opens through the plugin's mount namespace: the
+// debug container joins its target.
+func TestPluginModeOwnMountNamespace(t *testing.T) {
+	s := startPluginWrapped(t, ownMountNS, shimBin)
+	p := runPod(t, direct, ownMode)
+	app := run(t, direct, p, "app", pidOwn)
+	appNS, err := namespaces.Stat(fmt.Sprintf("/proc/%d/ns/pid", pidOf(t, app)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbg := mustCreate(t, direct, p, "debug", targetOf(app))
+	if onHost, err := namespaces.Stat(pinOf(s, dbg)); err == nil && onHost == appNS {
+		t.Fatalf("the pin %s is the target's namespace on the host too: the plugin's mount namespace is not its own", pinOf(s, dbg))
+	}
+	if m := mountsUnder(t, s.StateDir()); len(m) != 0 {
+		t.Errorf("mounts on the host under the plugin's state dir: %v, want none", m)
+	}
+	if got := nsPath(direct.Info(t, dbg), "pid"); got != pinNameOf(s, dbg) {
+		t.Errorf("the debug container's spec names pid namespace %q, want the pin through the plugin's root, %s", got, pinNameOf(s, dbg))
+	}
+	mustStart(t, direct, dbg)
+	if got, want := nsInside(t, direct, dbg, "pid"), nsInside(t, direct, app, "pid"); got != want {
+		t.Errorf("debug container in pid namespace %s, want the app's %s", got, want)
+	}
+}
+
+// The plugin, in a mount namespace of its own, killed between a TARGET
+// container's create and its start: its pin went with its process, so the
+// start fails (the path names nothing now; never another namespace). The
+// restarted plugin finds the container created and not started, naming the
+// pin of its predecessor: it says so (a Warning TargetPinLost on the pod;
+// here, with no Events, its log), and leaves nothing that blocks the next
+// try, which is pinned and joins.
+func TestPluginModeKilledBeforeStart(t *testing.T) {
+	s := startPluginWrapped(t, ownMountNS, shimBin)
+	p := runPod(t, direct, ownMode)
+	app := run(t, direct, p, "app", pidOwn)
+	dbg := mustCreate(t, direct, p, "debug", targetOf(app))
+	lost := pinNameOf(s, dbg)
+	s.Kill()
+	if err := s.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the restarted plugin to see the lost pin", func() bool {
+		b, _ := os.ReadFile(s.LogPath())
+		return strings.Contains(string(b), "names the pin of an earlier process of the plugin") && strings.Contains(string(b), dbg)
+	})
+	_, err := direct.Runtime.StartContainer(ctx(t), &runtimeapi.StartContainerRequest{ContainerId: dbg})
+	t.Logf("start after the plugin's restart, its spec naming %s: %v", lost, err)
+	if err == nil {
+		t.Fatalf("the start of %s succeeded, its spec naming the pin of a dead plugin (%s), in pid namespace %s (the app's: %s)",
+			dbg, lost, nsInside(t, direct, dbg, "pid"), nsInside(t, direct, app, "pid"))
+	}
+	if pins, _ := os.ReadDir(filepath.Join(s.StateDir(), "pins")); len(pins) != 0 {
+		t.Errorf("pin directories after the restart: %v, want none", names(pins))
+	}
+	retry := run(t, direct, p, "debug2", targetOf(app))
+	if got := nsPath(direct.Info(t, retry), "pid"); got != pinNameOf(s, retry) {
+		t.Errorf("the next try names pid namespace %q, want the pin %s", got, pinNameOf(s, retry))
+	}
+	if got, want := nsInside(t, direct, retry, "pid"), nsInside(t, direct, app, "pid"); got != want {
+		t.Errorf("the next try runs in pid namespace %s, want the app's %s", got, want)
 	}
 }

@@ -110,6 +110,10 @@ func New(socket string, log *logrus.Entry, onChange func(usable bool, why string
 // Tried is closed once the first connection attempt has an outcome.
 func (p *Plugin) Tried() <-chan struct{} { return p.tried }
 
+// Off keeps the plugin from connecting, for good, and says why (Usable,
+// and the first attempt's outcome: Tried is closed): Run is not called.
+func (p *Plugin) Off(why string) { p.set(false, why) }
+
 // Run keeps the plugin connected to containerd's NRI until ctx ends: it
 // connects, waits for the connection to go, and connects again.
 func (p *Plugin) Run(ctx context.Context) {

@@ -5,15 +5,94 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 )
 
 // Dir is the pins under one directory.
-type Dir struct{ dir string }
+type Dir struct {
+	dir string
+	// via prefixes the paths answered for others to open (Paths, Add):
+	// "" for the pins' own path, or the root of the process that holds
+	// them, /proc/<pid>/root (Through).
+	via string
+}
 
-// New is the pin store under dir (made when the first pin is).
+// New is the pin store under dir (made when the first pin is), whose pins
+// are named by their own path: they are mounts of the host's mount
+// namespace, seen by the runtime as they are here (the proxy's).
 func New(dir string) Dir { return Dir{dir: dir} }
+
+// Through is the pin store under dir (an absolute path), whose pins are
+// mounts of this process's own mount namespace, and named for others
+// (Paths, Add) through the root of process pid, this one as the host sees
+// it: /proc/<pid>/root<dir>/<id>/<kind>. runc on the host opens that path
+// through this process's mount namespace, in which alone the pin exists:
+// it lives as long as this process, and once the process is gone the path
+// names nothing (a process reusing pid would need that very path in its
+// root). Reachable checks that the name reaches dir.
+func Through(dir string, pid int) Dir { return Dir{dir: dir, via: procRoot(pid)} }
+
+// procRoot is the root of process pid, as /proc shows it.
+func procRoot(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/root" }
+
+// Reachable says whether dir, made if missing, is reached through the
+// root of process pid (Through's names): /proc/<pid>/root<dir> must be dir
+// itself, the same device and inode. It is not when pid is not this
+// process's pid in the PID namespace of the /proc it reads (not the
+// host's: a pod without hostPID whose /proc is the host's), or /proc is
+// not mounted.
+func Reachable(dir string, pid int) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pins directory: %w", err)
+	}
+	return sameDir(dir, procRoot(pid)+dir, pid)
+}
+
+// sameDir checks that named, the name of dir through the root of pid, is
+// dir.
+func sameDir(dir, named string, pid int) error {
+	here, err := namespaces.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("pins directory: %w", err)
+	}
+	there, err := namespaces.Stat(named)
+	if err != nil {
+		return fmt.Errorf("the pins directory %s through the root of pid %d, this process's: %w", dir, pid, err)
+	}
+	if here != there {
+		return fmt.Errorf("%s is not the pins directory %s (device and inode %v, want %v): pid %d is not this process in the PID namespace of /proc, so the runtime could not open its pins by that name", named, dir, there, here, pid)
+	}
+	return nil
+}
+
+// throughRoot matches a name Through gives: the pid whose root it goes
+// through, and the path in that root.
+var throughRoot = regexp.MustCompile(`^/proc/([1-9][0-9]*)/root(/.*)$`)
+
+// Owner tells, of a namespace path that a container's spec names, whether
+// it is a pin of this store's directory named through the root of some
+// process (Through's names): that process's pid, and the container the pin
+// was made for.
+func (p Dir) Owner(path string) (pid int, id string, ok bool) {
+	m := throughRoot.FindStringSubmatch(path)
+	if m == nil {
+		return 0, "", false
+	}
+	rest, found := strings.CutPrefix(m[2], p.dir+"/")
+	if !found {
+		return 0, "", false
+	}
+	id, _, _ = strings.Cut(rest, "/")
+	pid, err := strconv.Atoi(m[1])
+	if err != nil || ValidateID(id) != nil {
+		return 0, "", false
+	}
+	return pid, id, true
+}
 
 // containerDir is the pin directory of container id. Ids come from clients
 // (StartContainer, RemoveContainer): one that is not a well-formed container
@@ -25,8 +104,19 @@ func (p Dir) containerDir(id string) (string, bool) {
 	return filepath.Join(p.dir, id), true
 }
 
-// Paths are where Hold pins hs for container id.
+// Paths are where Hold pins hs for container id, as others name them (a
+// spec, for the runtime to open).
 func (p Dir) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
+	paths, err := p.at(id, hs)
+	for k, path := range paths {
+		paths[k] = p.via + path
+	}
+	return paths, err
+}
+
+// at are the paths where Hold pins hs for container id, as this process
+// opens them.
+func (p Dir) at(id string, hs []*namespaces.Handle) (map[namespaces.Kind]string, error) {
 	d, ok := p.containerDir(id)
 	if !ok {
 		return nil, fmt.Errorf("pin namespaces of %q: not a container id", id)
@@ -41,7 +131,7 @@ func (p Dir) Paths(id string, hs []*namespaces.Handle) (map[namespaces.Kind]stri
 // Hold pins each handle for container id, at its path in Paths. On error,
 // nothing stays pinned for id.
 func (p Dir) Hold(id string, hs []*namespaces.Handle) error {
-	paths, err := p.Paths(id, hs)
+	paths, err := p.at(id, hs)
 	if err != nil {
 		return err
 	}
@@ -54,20 +144,21 @@ func (p Dir) Hold(id string, hs []*namespaces.Handle) error {
 }
 
 // Add pins one more handle for container id, at its path in Paths, and
-// returns that path. On error nothing of h stays pinned; the other pins of
-// id are left alone.
+// returns that path (as Paths names it). On error nothing of h stays
+// pinned; the other pins of id are left alone.
 func (p Dir) Add(id string, h *namespaces.Handle) (string, error) {
-	paths, err := p.Paths(id, []*namespaces.Handle{h})
+	paths, err := p.at(id, []*namespaces.Handle{h})
 	if err != nil {
 		return "", err
 	}
 	if err := namespaces.Pin(h, paths[h.Kind]); err != nil {
 		return "", err
 	}
-	return paths[h.Kind], nil
+	return p.via + paths[h.Kind], nil
 }
 
-// Path returns the pin of kind for container id, if there is one.
+// Path returns the pin of kind for container id, if there is one, as this
+// process opens it.
 func (p Dir) Path(id string, kind namespaces.Kind) (string, bool) {
 	d, ok := p.containerDir(id)
 	if !ok {

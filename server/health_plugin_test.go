@@ -2,11 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 )
 
@@ -43,5 +48,45 @@ func TestPluginModeHealth(t *testing.T) {
 				t.Errorf("CheckBackend = %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// In the plugin mode, a pins directory that its name through the plugin's
+// root (/proc/<pid>/root/...) does not reach (not in the host's PID
+// namespace) keeps it from connecting to containerd's NRI at all, however
+// able that is: it answers nothing, and /healthz says why.
+func TestPluginModeHealthPinsUnreachable(t *testing.T) {
+	_, socket := nriRuntimeOf(t, "v2.4.2")
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
+	const why = "/proc/7/root/run/p/pins is not the pins directory /run/p/pins"
+	r := buildRigEdit(t, false, p, true, func(d *deps) { d.pinsOff = errors.New(why) })
+	<-p.Tried()
+	time.Sleep(200 * time.Millisecond) // a connection, were one made, registers in milliseconds
+	err := r.server.CheckBackend(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "not connected to containerd's NRI: "+why) {
+		t.Errorf("CheckBackend = %v, want it to say %q", err, why)
+	}
+	if via, _ := r.server.TargetingPath(); via != viaNone {
+		t.Errorf("targeting path %s, want %s", via, viaNone)
+	}
+}
+
+// pluginPins names the plugin's pins through its own root, which reaches
+// them: this process's pid, as the runtime on the host opens them.
+func TestPluginPins(t *testing.T) {
+	dir := t.TempDir()
+	store, names, off := pluginPins(dir)
+	if off != nil {
+		t.Fatalf("pluginPins: %v", off)
+	}
+	paths, err := store.Paths("dbg", []*namespaces.Handle{{Kind: namespaces.PID}})
+	want := fmt.Sprintf("/proc/%d/root%s/pins/dbg/pid", os.Getpid(), dir)
+	if err != nil || paths[namespaces.PID] != want {
+		t.Errorf("Paths = %v, %v; want %s", paths, err, want)
+	}
+	if pid, id, ok := names.Owner(want); !ok || pid != os.Getpid() || id != "dbg" {
+		t.Errorf("Owner(%s) = %d %s %v", want, pid, id, ok)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/oci"
+	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
 // cri-nstarget's modes (Options.Mode, the configuration's mode).
@@ -47,6 +50,43 @@ type pluginMode struct {
 	procs *procs
 	// life is the server's: the answers' late steps are bounded by it.
 	life context.Context
+	// names tells its pins' names in a spec apart (nil: it does not), and
+	// self is its pid, through whose root its own are named (pluginPins).
+	names pinNames
+	self  int
+}
+
+// pinNames is how the plugin mode tells, in a container's spec, the name
+// of a pin of its pins directory, and the process through whose root it is
+// named (pins.Dir's Owner).
+type pinNames interface {
+	Owner(path string) (pid int, id string, ok bool)
+}
+
+// pluginPins is the plugin mode's pin store under stateDir: its pins are
+// mounts of its own mount namespace, named to the runtime through its root
+// as the host sees it (/proc/<its pid>/root/...), so that nothing is
+// mounted on the host and no propagation reaches it. A pin then lives as
+// long as the process. off says why that name would reach nothing (not in
+// the host's PID namespace): the plugin then answers nothing.
+func pluginPins(stateDir string) (store pinStore, names pinNames, off error) {
+	dir, err := filepath.Abs(filepath.Join(stateDir, "pins"))
+	if err != nil {
+		return pins.New(filepath.Join(stateDir, "pins")), nil, fmt.Errorf("pins directory: %w", err)
+	}
+	p := pins.Through(dir, os.Getpid())
+	return p, p, pins.Reachable(dir, os.Getpid())
+}
+
+// releaseEarlier releases, at the start, what pins an earlier process of
+// the plugin left in its pins directory: mounts of that process's mount
+// namespace, gone with it (or, when it shared the host's, named through
+// its root, which names nothing now), so that none is taken for a live
+// pin by the check after a start or the exit watch.
+func (m *pluginMode) releaseEarlier() {
+	if err := m.t.recon.releaseAbsent(nil); err != nil {
+		m.t.log.WithError(err).Warn("release the pins an earlier process of the plugin left")
+	}
 }
 
 // targetPIDPath is the path containerd 2.2+ writes for a TARGET container's
@@ -220,8 +260,70 @@ func (m *pluginMode) Synchronized(pods []*nriapi.PodSandbox, ctrs []*nriapi.Cont
 	if err := m.t.recon.releaseAbsent(live); err != nil {
 		m.t.log.WithError(err).Warn("release the pins of containers containerd no longer has")
 	}
+	m.pinsLost(pods, ctrs)
 	m.t.recon.reconcileSoon()
 	m.t.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs)}).Info("NRI plugin synchronized")
+}
+
+// pinsLost finds, among the containers of a synchronization (ctrs, in
+// pods), those created and not started whose spec names a pin of another
+// process of the plugin: pinned by a predecessor, whose pins went with it.
+// Their start will fail (the path names nothing now; never another
+// namespace), so each gets a Warning on its pod saying so, and what is
+// left of it here is released and forgotten, as the reconciler does with a
+// container whose create it did not finish: nothing blocks a new debug.
+func (m *pluginMode) pinsLost(pods []*nriapi.PodSandbox, ctrs []*nriapi.Container) {
+	if m.names == nil {
+		return
+	}
+	byID := make(map[string]*nriapi.PodSandbox, len(pods))
+	for _, p := range pods {
+		byID[p.GetId()] = p
+	}
+	for _, c := range ctrs {
+		pid, path, lost := m.lostPin(c)
+		if !lost {
+			continue
+		}
+		m.t.log.WithFields(logrus.Fields{"container": c.GetId(), "name": c.GetName(), "pin": path, "pid": pid}).
+			Warn("a container created, not started, names the pin of an earlier process of the plugin, gone with it: its start will fail")
+		if pod := byID[c.GetPodSandboxId()]; pod != nil {
+			m.t.report.eventOf(pinLostEvent(pod, c.GetName(), path), true)
+		}
+		m.t.exits.forget(c.GetId())
+		if err := m.t.pins.Release(c.GetId()); err != nil {
+			m.t.log.WithError(err).WithField("container", c.GetId()).Warn("release pins; retried at the next NRI synchronization")
+		}
+	}
+}
+
+// lostPin tells whether c is created and not started, and its spec's PID
+// namespace is a pin named through the root of another process than this
+// one (pid): that pin's path.
+func (m *pluginMode) lostPin(c *nriapi.Container) (pid int, path string, lost bool) {
+	if c.GetState() != nriapi.ContainerState_CONTAINER_CREATED {
+		return 0, "", false
+	}
+	for _, n := range c.GetLinux().GetNamespaces() {
+		if n.GetType() != string(namespaces.PID) {
+			continue
+		}
+		pid, _, ok := m.names.Owner(n.GetPath())
+		return pid, n.GetPath(), ok && pid != m.self
+	}
+	return 0, "", false
+}
+
+// pinLostEvent is the Warning on pod for its container name, created and
+// not started, whose spec names the pin at path, lost with the plugin's
+// restart.
+func pinLostEvent(pod *nriapi.PodSandbox, name, path string) Event {
+	return Event{Pod: oci.Pod{Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid()}, Container: name, Warning: true,
+		Reason: eventPinLost,
+		Message: fmt.Sprintf("cri-nstarget's plugin restarted after it pinned the target's PID namespace for container %s, before its start: "+
+			"the pin (%s) was lost with the plugin's process, so the start of %s will fail, and it joins no other namespace in its place. "+
+			"Run kubectl debug again.", name, path, name),
+	}
 }
 
 var _ nriplugin.Watcher = (*pluginMode)(nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/oci"
+	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
 // newPluginRig is a rig in the plugin mode: the fake containerd's CRI and
@@ -154,5 +155,58 @@ func TestPluginModePinsFollowContainerd(t *testing.T) {
 	m.Removed(&nriapi.Container{Id: "removed", PodSandboxId: "sb"})
 	if !r.pinned("kept") || r.pinned("removed") {
 		t.Errorf("after RemoveContainer: pinned kept %v, removed %v", r.pinned("kept"), r.pinned("removed"))
+	}
+}
+
+// createdCtr is the NRI copy of container id of sandbox sb, created and not
+// started, its PID namespace at path.
+func createdCtr(id, sb, path string) *nriapi.Container {
+	return &nriapi.Container{Id: id, PodSandboxId: sb, Name: "debug-" + id, State: nriapi.ContainerState_CONTAINER_CREATED,
+		Linux: &nriapi.LinuxContainer{Namespaces: []*nriapi.LinuxNamespace{{Type: "pid", Path: path}}}}
+}
+
+// A pin lives as long as the plugin's process: at a synchronization, a
+// container created and not started whose spec names a pin of another
+// process of the plugin (its predecessor) will fail its start. It gets a
+// Warning on its pod saying so, and is released here; a container of this
+// process's pins, a started one, or one whose path is no pin, is left.
+func TestPluginModePinsLost(t *testing.T) {
+	r, m := newPluginRig(t, false)
+	posted := &sink{}
+	r.server.target.report.events = posted
+	m.names, m.self = pins.Through("/run/p/pins", 100), 100
+	lost := createdCtr("lost", "sb", "/proc/99/root/run/p/pins/lost/pid")
+	mine := createdCtr("mine", "sb", "/proc/100/root/run/p/pins/mine/pid")
+	plain := createdCtr("plain", "sb", "/proc/4242/ns/pid")
+	started := createdCtr("started", "sb", "/proc/99/root/run/p/pins/started/pid")
+	started.State = nriapi.ContainerState_CONTAINER_RUNNING
+	for _, id := range []string{"lost", "mine", "started"} {
+		r.pins.Hold(id, []*namespaces.Handle{{Kind: namespaces.PID}})
+	}
+	m.Synchronized([]*nriapi.PodSandbox{nriPod}, []*nriapi.Container{lost, mine, plain, started})
+	es := posted.posted()
+	if len(es) != 1 || es[0].Reason != eventPinLost || !es[0].Warning || es[0].Container != "debug-lost" || es[0].Pod.Name != "web" ||
+		!strings.Contains(es[0].Message, "the pin (/proc/99/root/run/p/pins/lost/pid) was lost with the plugin's process, so the start of debug-lost will fail") ||
+		!strings.Contains(es[0].Message, "Run kubectl debug again") {
+		t.Errorf("events %+v: want one Warning TargetPinLost on web for debug-lost", es)
+	}
+	if r.pinned("lost") || !r.pinned("mine") || !r.pinned("started") {
+		t.Errorf("pinned lost %v, mine %v, started %v: want lost released, the others kept", r.pinned("lost"), r.pinned("mine"), r.pinned("started"))
+	}
+}
+
+// What an earlier process of the plugin left in its pins directory is
+// released at the start, before any synchronization: those pins went with
+// that process's mount namespace (or name its root, which names nothing
+// now), and none may pass for a live pin, whatever containerd still has.
+func TestPluginModeReleasesEarlierPins(t *testing.T) {
+	left := &fakePins{held: map[string]map[namespaces.Kind]string{}}
+	left.Hold("running", []*namespaces.Handle{{Kind: namespaces.PID}})
+	log := logrus.New()
+	log.SetLevel(logrus.PanicLevel)
+	r := buildRigEdit(t, false, nriplugin.New("/nonexistent/nri.sock", logrus.NewEntry(log), nil), true, func(d *deps) { d.pins = left })
+	r.pins = left
+	if r.pinned("running") {
+		t.Error("the pin an earlier process left is held after the start")
 	}
 }

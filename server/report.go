@@ -106,6 +106,9 @@ const (
 	// The target's process, the init of the PID namespace the container
 	// joined, exited, and the kernel killed the container with it.
 	eventTargetExited = "TargetExited"
+	// The plugin mode: the container, created and not started, names a
+	// pin of the plugin's earlier process, lost with it (its start fails).
+	eventPinLost = "TargetPinLost"
 )
 
 // targetingEvent is the Event on the pod of container name for what rec

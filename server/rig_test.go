@@ -101,6 +101,13 @@ func buildRig(t testing.TB, strict bool, nri *nriplugin.Plugin, grpcOpts ...grpc
 // watches every container, and no CRI is served).
 func buildRigMode(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool, grpcOpts ...grpc.ServerOption) *rig {
 	t.Helper()
+	return buildRigEdit(t, strict, nri, plugin, nil, grpcOpts...)
+}
+
+// buildRigEdit is buildRigMode's rig with its deps edited (edit, if not
+// nil) before the server is built on them.
+func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool, edit func(*deps), grpcOpts ...grpc.ServerOption) *rig {
+	t.Helper()
 	r := &rig{
 		backend: &fakeBackend{},
 		tasks:   &fakeTasks{pid: 4242},
@@ -131,7 +138,7 @@ func buildRigMode(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 	}
 	k.hasInit = func(string) (bool, error) { return r.live, nil }
 	k.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
-	r.server = newServer(deps{
+	d := deps{
 		backend:  r.direct,
 		cri:      runtimeapi.NewRuntimeServiceClient(r.direct),
 		tasks:    r.tasks,
@@ -144,7 +151,11 @@ func buildRigMode(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 		strict:   strict,
 		log:      logrus.NewEntry(log),
 		grpcOpts: grpcOpts,
-	})
+	}
+	if edit != nil {
+		edit(&d)
+	}
+	r.server = newServer(d)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

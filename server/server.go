@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -138,6 +139,7 @@ func New(opts Options) *Server {
 	switch {
 	case opts.Mode == ModePlugin:
 		d.nri, d.plugin = newNRI(opts.NRISocket, log, opts.Metrics, pluginPathOf), true
+		d.pins, d.names, d.pinsOff = pluginPins(opts.StateDir)
 	case opts.TargetingVia != ViaUpdate:
 		d.nri, d.nriOnly = newNRI(opts.NRISocket, log, opts.Metrics, pathOf), opts.TargetingVia == ViaNRI
 	}
@@ -162,6 +164,8 @@ type deps struct {
 	nri      *nriplugin.Plugin // nil: the Update path only
 	nriOnly  bool              // refuse TARGET creates while NRI is not usable
 	plugin   bool              // the plugin mode: nri watches every container, no CRI is served
+	names    pinNames          // the plugin mode: its pins' names, through its root; nil: none told apart
+	pinsOff  error             // the plugin mode: why its pins' names reach nothing (nri never connects); nil: they do
 	strict   bool
 	log      *logrus.Entry // nil: logrus' standard logger
 	metrics  Metrics       // nil: none
@@ -245,7 +249,8 @@ func newServer(d deps) *Server {
 	t := newTargeter(d, life, side, log)
 	s := &Server{target: t, nri: d.nri, log: log, metrics: d.metrics, life: life, stop: stop}
 	if d.plugin {
-		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life}
+		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life, names: d.names, self: os.Getpid()}
+		s.plugin.releaseEarlier()
 		d.nri.Watch(s.plugin)
 	} else {
 		s.serveCRI(d)
@@ -263,7 +268,11 @@ func newServer(d deps) *Server {
 			d.events.run(life, sideEvents{t})
 		}()
 	}
-	if d.nri != nil {
+	switch {
+	case d.nri != nil && d.pinsOff != nil:
+		log.WithError(d.pinsOff).Error("the plugin mode's pins could not be named to the runtime: not connecting to containerd's NRI")
+		d.nri.Off(d.pinsOff.Error())
+	case d.nri != nil:
 		go d.nri.Run(life)
 	}
 	return s

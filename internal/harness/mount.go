@@ -15,8 +15,16 @@ import (
 )
 
 // MountsUnder returns the mount points at or below dir, deepest first.
-func MountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+func MountsUnder(dir string) ([]string, error) { return mountsUnderIn("/proc/self/mountinfo", dir) }
+
+// MountsUnderOf returns the mount points at or below dir in the mount
+// namespace of process pid, deepest first.
+func MountsUnderOf(pid int, dir string) ([]string, error) {
+	return mountsUnderIn(fmt.Sprintf("/proc/%d/mountinfo", pid), dir)
+}
+
+func mountsUnderIn(mountinfo, dir string) ([]string, error) {
+	f, err := os.Open(mountinfo)
 	if err != nil {
 		return nil, fmt.Errorf("open mountinfo: %w", err)
 	}

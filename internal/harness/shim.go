@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -99,6 +100,10 @@ type Shim struct {
 	// Runtime and Images are nil, and it is ready once containerd has
 	// synchronized it.
 	Plugin bool
+	// Wrap, if set, is the command that runs Binary and Args (its program
+	// and arguments before them: unshare's, say), and execs it: the pid is
+	// the shim's.
+	Wrap []string
 }
 
 // Socket is the shim's CRI socket.
@@ -164,7 +169,14 @@ func StartShim(ctx context.Context, binary, dir string, c *Containerd, extra ...
 // with its state dir and log in dir, plus extra flags: no CRI socket, an
 // NRI plugin of c. It returns once c has synchronized the plugin.
 func StartPlugin(ctx context.Context, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
-	s := &Shim{Binary: binary, Dir: dir, Plugin: true}
+	return StartPluginWrapped(ctx, nil, binary, dir, c, extra...)
+}
+
+// StartPluginWrapped is StartPlugin with binary run by wrap (Shim.Wrap):
+// unshare --mount --propagation private, for one in a mount namespace of
+// its own, as in its pod.
+func StartPluginWrapped(ctx context.Context, wrap []string, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
+	s := &Shim{Binary: binary, Dir: dir, Plugin: true, Wrap: wrap}
 	s.Args = append(append([]string{"--config=", "--events-kubeconfig=", "--mode", "plugin"}, s.backendArgs(c)...), extra...)
 	if err := s.Start(ctx); err != nil {
 		return nil, err
@@ -219,7 +231,8 @@ func (s *Shim) Start(ctx context.Context) error {
 		return fmt.Errorf("shim log: %w", err)
 	}
 	before := s.Syncs()
-	cmd := exec.Command(s.Binary, s.Args...)
+	argv := append(append(slices.Clone(s.Wrap), s.Binary), s.Args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
