@@ -142,17 +142,21 @@ func (m *pluginMode) Create(pod *nriapi.PodSandbox, ctr *nriapi.Container) (*nri
 
 // answer is the plugin mode's targeted create, top to bottom, each resource
 // with one undo as in createTargeted: the target found by pid (or the
-// pid left to containerd), the pins (released but for those kept), the
-// intent record (removed once answered), the preparation (closed), then
-// the proxy's own answer.
+// pid left to containerd), the preparation (closed; it opens the target's
+// namespaces through a pidfd and asks containerd again while the record is
+// written), the pins (released but for those kept), the intent record
+// (removed once answered), then the proxy's own answer.
 func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container, pid uint32) (_ *nriapi.ContainerAdjustment, retErr error) {
 	t := m.t
 	defer func() { t.report.refused(retErr) }()
 	req := requestOf(pod, ctr)
-	id, err := m.procs.find(ctx, pod.GetId(), pid)
-	if err != nil || id == "" {
+	found, err := m.procs.find(ctx, pod.GetId(), pid)
+	if err != nil || found.matches != 1 {
 		return m.leave(req, ctr, pid, err)
 	}
+	id := found.ctr.GetId()
+	prep := t.prepare(ctx, ctx, req, &plan{target: id, kinds: []namespaces.Kind{namespaces.PID}, pid: pid, found: &found})
+	defer prep.close()
 	pins := &createPins{store: t.pins, inFlight: &t.recon.pinning, log: t.log}
 	defer pins.release()
 	f, err := t.recon.begin(intents.Record{ID: intents.NewID(), Sandbox: req.SandboxID, Name: req.Name, Target: id, Container: ctr.GetId(), Plugin: true})
@@ -160,8 +164,6 @@ func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 		return nil, err
 	}
 	defer f.answered()
-	prep := t.prepare(ctx, ctx, req, &plan{target: id, kinds: []namespaces.Kind{namespaces.PID}, pid: pid})
-	defer prep.close()
 	failpoint("create:nri-event")
 	tg, d, err := t.before(prep)
 	var ref *refusal
@@ -186,11 +188,20 @@ func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 
 // decided finishes d, decided before the container existed: the target's
 // process, as containerd names it, must be the one whose pid containerd
-// wrote into the container's spec.
+// wrote into the container's spec, when its namespaces were opened and
+// when containerd is asked again (the confirmation, waited for here).
 func (m *pluginMode) decided(d *decision, tg *target, pid uint32) {
-	if tg.failed == nil && tg.pid != pid {
+	if tg.failed != nil {
+		return
+	}
+	now := tg.pid
+	var changed *pidChangedError
+	if errors.As(tg.confirm(), &changed) {
+		now = changed.now
+	}
+	if now != pid {
 		d.fallBackTargeted(reasonPIDNotInPod, codes.FailedPrecondition,
-			fmt.Sprintf("containerd pointed the container at pid %d, and the target's process is pid %d", pid, tg.pid))
+			fmt.Sprintf("containerd pointed the container at pid %d, and the target's process is pid %d", pid, now))
 	}
 }
 
@@ -237,7 +248,7 @@ func (m *pluginMode) Refused(undone error) {
 // from now on (procs), and a container with pins is checked (the verifier,
 // as the proxy's start hook queues it).
 func (m *pluginMode) Started(pod *nriapi.PodSandbox, ctr *nriapi.Container) {
-	m.procs.started(ctr.GetId(), pod.GetId(), ctr.GetPid())
+	m.procs.started(ctr.GetId(), proc{sandbox: pod.GetId(), name: ctr.GetName(), pid: ctr.GetPid()})
 	if _, pinned := m.t.pins.Path(ctr.GetId(), namespaces.PID); pinned {
 		m.t.verify.started(ctr.GetId())
 	}

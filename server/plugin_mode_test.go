@@ -2,6 +2,7 @@ package server
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	nriapi "github.com/containerd/nri/pkg/api"
@@ -124,6 +125,25 @@ func TestPluginModeCreate(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The answer to a container NRI told of asks containerd one thing while
+// containerd waits for it: its word again on the target's pid, once the
+// target's namespaces are opened through a pidfd (the confirmation). The
+// target, its pod and its pid are NRI's word, asked of no one.
+func TestPluginModeCreateAsksContainerdOnce(t *testing.T) {
+	r, m := newPluginRig(t, false)
+	r.addTarget("app", "sb", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	var asked atomic.Int32
+	r.tasks.answer = func() (uint32, error) { asked.Add(1); return 4242, nil }
+	m.Synchronized([]*nriapi.PodSandbox{nriPod}, []*nriapi.Container{running("app", "sb", 4242)})
+	adj, err := m.Create(nriPod, debugCtr("/proc/4242/ns/pid"))
+	if err != nil || pidPath(adj) != "/pins/dbg/pid" || !r.pinned("dbg") {
+		t.Fatalf("answer %v, %v: want the pin of app", adj, err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("asked containerd for the target's pid %d times: want once, the confirmation after the pidfd", n)
 	}
 }
 

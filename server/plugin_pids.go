@@ -13,10 +13,12 @@ import (
 // container's spec back to the target: the running containers and their
 // init's pid, as NRI tells them (Synchronize, PostStartContainer; a
 // RemoveContainer drops one), asked of containerd for a pid NRI has not
-// told of (find). What it finds is a candidate only: the create resolves
-// it as the proxy resolves a target_id (containerd's pid for it, its
-// namespaces opened through a pidfd, containerd asked again), so a stale
-// entry (a container that exited, its pid reused) is never pinned.
+// told of (find). What it finds is containerd's word on the target, as the
+// proxy's lookup of a target_id is, and no more: the create opens the
+// target's namespaces through a pidfd of that pid and asks containerd
+// again (the confirmation), so a stale entry (a container that exited, its
+// pid reused) is never pinned. What NRI told needs no round trip to
+// containerd while it waits for the answer.
 type procs struct {
 	cri   backendCRI // containerd's CRI: the pod's running containers
 	tasks taskLookup // containerd's word on their pids
@@ -26,9 +28,10 @@ type procs struct {
 	byID map[string]proc
 }
 
-// proc is one container's pod sandbox and its init's pid.
+// proc is one container's pod sandbox, name and init's pid.
 type proc struct {
 	sandbox string
+	name    string
 	pid     uint32
 }
 
@@ -44,25 +47,25 @@ func (p *procs) reset(ctrs []*nriapi.Container) {
 	p.byID = map[string]proc{}
 	for _, c := range ctrs {
 		if c.GetPid() != 0 && c.GetState() == nriapi.ContainerState_CONTAINER_RUNNING {
-			p.byID[c.GetId()] = proc{sandbox: c.GetPodSandboxId(), pid: c.GetPid()}
+			p.byID[c.GetId()] = proc{sandbox: c.GetPodSandboxId(), name: c.GetName(), pid: c.GetPid()}
 		}
 	}
 }
 
-// started learns container id of sandbox, started with pid: a pid is one
-// process's at a time, so whatever held it before is forgotten.
-func (p *procs) started(id, sandbox string, pid uint32) {
-	if pid == 0 {
+// started learns container id, started as pr: a pid is one process's at a
+// time, so whatever held it before is forgotten.
+func (p *procs) started(id string, pr proc) {
+	if pr.pid == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for other, pr := range p.byID {
-		if pr.pid == pid {
+	for other, o := range p.byID {
+		if o.pid == pr.pid {
 			delete(p.byID, other)
 		}
 	}
-	p.byID[id] = proc{sandbox: sandbox, pid: pid}
+	p.byID[id] = pr
 }
 
 func (p *procs) removed(id string) {
@@ -81,40 +84,48 @@ func (p *procs) podRemoved(sandbox string) {
 	}
 }
 
-// known is the container of sandbox that NRI said runs with pid; "" for
-// none (another pod's container is none).
-func (p *procs) known(sandbox string, pid uint32) string {
+// known is the container of sandbox that NRI said runs with pid (no
+// match for none: another pod's container is none).
+func (p *procs) known(sandbox string, pid uint32) found {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, pr := range p.byID {
 		if pr.pid == pid && pr.sandbox == sandbox {
-			return id
+			return foundRunning(id, pr)
 		}
 	}
-	return ""
+	return found{}
+}
+
+// foundRunning is container id, running as pr, as the create resolves a
+// target (findTarget's answer, containerd's word on it).
+func foundRunning(id string, pr proc) found {
+	return found{matches: 1, pid: pr.pid, ctr: &runtimeapi.Container{Id: id, PodSandboxId: pr.sandbox,
+		Metadata: &runtimeapi.ContainerMetadata{Name: pr.name}, State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 }
 
 // find is the container of sandbox whose init has pid: the one NRI told
 // of, else the one of the pod's running containers whose task containerd
-// says has pid (a start whose PostStartContainer has not come yet); ""
-// when none of the pod's has.
-func (p *procs) find(ctx context.Context, sandbox string, pid uint32) (string, error) {
-	if id := p.known(sandbox, pid); id != "" {
-		return id, nil
+// says has pid (a start whose PostStartContainer has not come yet); no
+// match when none of the pod's has.
+func (p *procs) find(ctx context.Context, sandbox string, pid uint32) (found, error) {
+	if f := p.known(sandbox, pid); f.matches == 1 {
+		return f, nil
 	}
 	resp, err := p.cri.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
 		PodSandboxId: sandbox, State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}})
 	if err != nil {
-		return "", fmt.Errorf("list the running containers of pod sandbox %s: %w", sandbox, err)
+		return found{}, fmt.Errorf("list the running containers of pod sandbox %s: %w", sandbox, err)
 	}
 	for _, c := range resp.GetContainers() {
 		if c.GetPodSandboxId() != sandbox {
 			continue
 		}
 		if got, err := p.tasks.TaskPID(ctx, c.GetId()); err == nil && got == pid {
-			p.started(c.GetId(), sandbox, pid)
-			return c.GetId(), nil
+			pr := proc{sandbox: sandbox, name: c.GetMetadata().GetName(), pid: pid}
+			p.started(c.GetId(), pr)
+			return foundRunning(c.GetId(), pr), nil
 		}
 	}
-	return "", nil
+	return found{}, nil
 }

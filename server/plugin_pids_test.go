@@ -61,9 +61,9 @@ func TestProcsFind(t *testing.T) {
 		{desc: "another pod's container with the pid is none", synced: []*nriapi.Container{running("app", "sb2", 100)}, pid: 100, want: "", lists: 1},
 		{desc: "a container without a process is none", synced: []*nriapi.Container{{Id: "app", PodSandboxId: "sb", Pid: 100, State: nriapi.ContainerState_CONTAINER_STOPPED}},
 			pid: 100, want: "", lists: 1},
-		{desc: "told by PostStartContainer", then: func(p *procs) { p.started("app", "sb", 100) }, pid: 100, want: "app"},
+		{desc: "told by PostStartContainer", then: func(p *procs) { p.started("app", proc{sandbox: "sb", pid: 100}) }, pid: 100, want: "app"},
 		{desc: "a reused pid is the newest start's", synced: []*nriapi.Container{running("old", "sb", 100)},
-			then: func(p *procs) { p.started("new", "sb", 100) }, pid: 100, want: "new"},
+			then: func(p *procs) { p.started("new", proc{sandbox: "sb", pid: 100}) }, pid: 100, want: "new"},
 		{desc: "removed", synced: []*nriapi.Container{running("app", "sb", 100)}, then: func(p *procs) { p.removed("app") }, pid: 100, want: "", lists: 1},
 		{desc: "its pod removed", synced: []*nriapi.Container{running("app", "sb", 100)}, then: func(p *procs) { p.podRemoved("sb") }, pid: 100, want: "", lists: 1},
 		{desc: "not told yet: containerd's word", cri: []*runtimeapi.Container{{Id: "other", PodSandboxId: "sb"}, {Id: "app", PodSandboxId: "sb"}},
@@ -81,8 +81,8 @@ func TestProcsFind(t *testing.T) {
 				tc.then(p)
 			}
 			got, err := p.find(context.Background(), "sb", tc.pid)
-			if err != nil || got != tc.want {
-				t.Errorf("find(sb, %d) = %q, %v; want %q", tc.pid, got, err, tc.want)
+			if err != nil || got.ctr.GetId() != tc.want || (tc.want != "" && (got.pid != tc.pid || got.ctr.GetPodSandboxId() != "sb")) {
+				t.Errorf("find(sb, %d) = %+v, %v; want %q", tc.pid, got, err, tc.want)
 			}
 			if cri.lists != tc.lists {
 				t.Errorf("asked containerd's CRI %d times, want %d", cri.lists, tc.lists)

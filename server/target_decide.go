@@ -86,13 +86,17 @@ func (d *decision) fallBackTargeted(why reasonKind, code codes.Code, reason stri
 	}
 }
 
-// unconfirmed turns tg's namespaces into fallbacks when the pid they were
-// opened through could not be confirmed as the target's (err).
+// unconfirmed turns tg's namespaces still targeted into fallbacks when the
+// pid they were opened through could not be confirmed as the target's
+// (err); one that already falls back keeps its reason.
 func (d *decision) unconfirmed(tg *target, err error) {
 	if err == nil {
 		return
 	}
 	for _, h := range tg.handles {
+		if d.rec.Namespaces[string(h.Kind)].Result != oci.Targeted {
+			continue
+		}
 		d.fallBack(string(h.Kind), "create", whyNoNamespace(err), codeOf(err), fmt.Sprintf("open the target's namespaces: %v", err))
 	}
 }

@@ -22,6 +22,10 @@ type plan struct {
 	// pointed the container at (its target's, when containerd looked); 0
 	// for the proxy.
 	pid uint32
+	// found is, in the plugin mode, the target as NRI told of it (procs):
+	// containerd's word, which the preparation takes instead of asking
+	// containerd (findTarget) while containerd waits; nil for the proxy.
+	found *found
 }
 
 type unknownMode struct {

@@ -96,7 +96,7 @@ func (pr *preparation) close() {
 // (confirmation).
 func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *plan) (*target, error) {
 	name, sandbox := req.Name, req.SandboxID
-	c, err := t.findTarget(ctx, name, p.target)
+	c, err := t.targetOf(ctx, name, p)
 	switch {
 	case err != nil:
 		return nil, err
@@ -208,9 +208,26 @@ func (t *targeter) confirmPID(ctx context.Context, target string, pid uint32) er
 		return fmt.Errorf("verify pid %d: %w", pid, err)
 	}
 	if again != pid {
-		return fmt.Errorf("verify pid %d: target's task pid changed from %d to %d", pid, pid, again)
+		return &pidChangedError{was: pid, now: again}
 	}
 	return nil
+}
+
+// pidChangedError: containerd's pid for the target is another (now) than
+// the one its namespaces were opened through (was).
+type pidChangedError struct{ was, now uint32 }
+
+func (e *pidChangedError) Error() string {
+	return fmt.Sprintf("verify pid %d: target's task pid changed from %d to %d", e.was, e.was, e.now)
+}
+
+// targetOf is the plan's target as containerd's word has it: what NRI told
+// of it, in the plugin mode (p.found), else looked up (findTarget).
+func (t *targeter) targetOf(ctx context.Context, name string, p *plan) (found, error) {
+	if p.found != nil {
+		return *p.found, nil
+	}
+	return t.findTarget(ctx, name, p.target)
 }
 
 // findTarget looks the target (id) up, with its task's pid. A full id is
