@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/conformance/claims"
 )
 
 // tc is one running case: a testing.T that also keeps what the runtime did
@@ -26,6 +28,10 @@ type tc struct {
 	ctx       context.Context
 	behaviour []string
 	reason    string
+	// claim is why --mode does not claim one failure of the case (its
+	// Failure); notClaimed, what the report says once that failure came.
+	claim      claims.Claim
+	notClaimed string
 }
 
 // runCase runs f as subtest id and records its result.
@@ -34,6 +40,7 @@ func runCase(t *testing.T, id, title string, f func(c *tc)) {
 	t.Run(id, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), *caseTimeout)
 		c := &tc{T: t, ctx: ctx}
+		c.claim, _ = claims.Unclaimed(suite.claims, id)
 		start := time.Now()
 		// Registered first, so it runs after every other cleanup of the case.
 		t.Cleanup(func() {
@@ -41,6 +48,8 @@ func runCase(t *testing.T, id, title string, f func(c *tc)) {
 			r := Result{Case: id, Title: title, Behaviour: strings.Join(c.behaviour, "; "), Reason: c.reason,
 				Seconds: time.Since(start).Round(10 * time.Millisecond).Seconds(), Result: "pass"}
 			switch {
+			case c.notClaimed != "":
+				r.Result, r.Reason = claims.NotClaimed, c.notClaimed
 			case t.Failed():
 				r.Result = "fail"
 				if r.Reason == "" {
@@ -72,6 +81,7 @@ func (c *tc) note(msg string) {
 func (c *tc) fatalf(format string, args ...any) {
 	c.Helper()
 	msg := fmt.Sprintf(format, args...)
+	c.unclaimed(msg)
 	c.note(msg)
 	c.Fatal(msg)
 }
@@ -79,8 +89,22 @@ func (c *tc) fatalf(format string, args ...any) {
 func (c *tc) errorf(format string, args ...any) {
 	c.Helper()
 	msg := fmt.Sprintf(format, args...)
+	c.unclaimed(msg)
 	c.note(msg)
 	c.Error(msg)
+}
+
+// unclaimed ends the case, not claimed, when msg is its first failure and
+// the one --mode does not claim (claims.Claim's Failure); any other
+// failure fails it.
+func (c *tc) unclaimed(msg string) {
+	c.Helper()
+	if c.reason != "" || !c.claim.Takes(msg) {
+		return
+	}
+	c.notClaimed = c.claim.Said(msg)
+	c.Log("not claimed: " + msg)
+	c.SkipNow()
 }
 
 func (c *tc) skipf(format string, args ...any) {
@@ -373,4 +397,30 @@ func hostPidOf(ps string, cmd []string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("process %q: %w", want, errNotFound)
+}
+
+// pinnedByPlugin checks, with --mode plugin, that containerd's spec for
+// container id (name) names a PID namespace other than containerd's own
+// /proc/<pid>/ns/pid: the plugin's pin, its answer to the create. Without
+// it, a plugin that was never attached would pass what containerd passes
+// alone.
+func (c *tc) pinnedByPlugin(name, id string) {
+	c.Helper()
+	if *nodeMode != claims.ModePlugin {
+		return
+	}
+	st, err := suite.rt.ContainerStatus(c.ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		c.errorf("ContainerStatus (verbose) of %s: %s", name, short(err))
+		return
+	}
+	path, err := claims.SpecNamespace(st.GetInfo(), "pid")
+	if err != nil {
+		c.errorf("containerd's spec for %s: %v", name, err)
+		return
+	}
+	c.saw("containerd's spec for %s names the PID namespace %s", name, path)
+	if !claims.Pinned(path) {
+		c.errorf("containerd's spec for %s names %q, not the plugin's pin: cri-nstarget's plugin did not answer its create (is it attached to containerd's NRI socket?)", name, path)
+	}
 }

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-nstarget/cri-nstarget/conformance/claims"
 )
 
 var (
@@ -32,6 +34,7 @@ var (
 	cases           = flag.String("cases", "", "run only the cases whose id matches this regular expression, e.g. 'pid-target|ipc-target' or '^userns/' (--list shows the ids)")
 	listCases       = flag.Bool("list", false, "print each case's id and what it accepts, and exit (needs no endpoint)")
 	showVersion     = flag.Bool("version", false, "print the suite's version and exit")
+	nodeMode        = flag.String("mode", claims.ModeAny, `what the endpoint claims: "" (any CRI runtime, cri-nstarget's proxy among them: every case) or "plugin" (containerd's own endpoint with cri-nstarget's plugin mode on its NRI: the cases only the proxy can pass are reported not-claimed, each with why, and a PID TARGET case also checks that containerd's spec for the debug container names the plugin's pin)`)
 )
 
 // version is the suite's release, stamped by make (-X, the VERSION that
@@ -41,8 +44,10 @@ var version = "unstamped"
 // casesFilter is --cases, compiled; nil runs every case.
 var casesFilter *regexp.Regexp
 
-// suite is what every case shares: the endpoint's clients.
+// suite is what every case shares: the endpoint's clients, and the cases
+// --mode does not claim.
 var suite struct {
+	claims  []claims.Claim
 	rt      runtimeapi.RuntimeServiceClient
 	img     runtimeapi.ImageServiceClient
 	network runtimeapi.NamespaceMode
@@ -81,6 +86,12 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
+	claimed, err := claims.Of(*nodeMode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nstarget-conformance:", err)
+		os.Exit(2)
+	}
+	suite.claims = claimed
 	if err := setUp(); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(2)
@@ -156,7 +167,7 @@ func dial(endpoint string) (*grpc.ClientConn, error) {
 type Result struct {
 	Case      string  `json:"case"`
 	Title     string  `json:"title"`
-	Result    string  `json:"result"` // pass, fail or skip
+	Result    string  `json:"result"` // pass, fail, skip or not-claimed (--mode)
 	Behaviour string  `json:"behaviour,omitempty"`
 	Reason    string  `json:"reason,omitempty"`
 	Seconds   float64 `json:"seconds"`
@@ -201,7 +212,11 @@ func printSummary() {
 		}
 		fmt.Printf("%-4s %-40s %s\n", strings.ToUpper(r.Result), r.Case, detail)
 	}
-	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
+	fmt.Printf("conformance: %d passed, %d failed, %d skipped", counts["pass"], counts["fail"], counts["skip"])
+	if n := counts[claims.NotClaimed]; n > 0 {
+		fmt.Printf(", %d not claimed (--mode %s)", n, *nodeMode)
+	}
+	fmt.Println()
 }
 
 func writeReport() error {

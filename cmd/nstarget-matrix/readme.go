@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cri-nstarget/cri-nstarget/conformance/claims"
 )
 
 // The README's generated table (report --readme) sits between these lines.
@@ -56,10 +58,10 @@ func renderReadme(dir, backend string) (string, error) {
 	var reasons []string
 	byReason := map[string][]string{}
 	for _, res := range plugin.Results {
-		if res.Result != notClaimed {
+		if res.Result != claims.NotClaimed {
 			continue
 		}
-		reason, _, _ := unclaimed(res.Case)
+		reason := claims.ReasonOf(res.Reason)
 		if byReason[reason] == nil {
 			reasons = append(reasons, reason)
 		}

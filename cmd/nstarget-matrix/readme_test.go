@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cri-nstarget/cri-nstarget/conformance/claims"
 )
 
 func writeSuiteReport(t *testing.T, dir, label string, results ...suiteResult) {
@@ -26,7 +28,7 @@ func TestRenderReadme(t *testing.T) {
 	}
 	writeSuiteReport(t, dir, "containerd-2.4-direct", suiteResult{Case: "pid-target", Result: "pass"}, suiteResult{Case: "ipc-target", Result: "fail"})
 	writeSuiteReport(t, dir, "containerd-2.4-shim", suiteResult{Case: "pid-target", Result: "pass"}, suiteResult{Case: "ipc-target", Result: "pass"})
-	writeSuiteReport(t, dir, "containerd-2.4-plugin", suiteResult{Case: "pid-target", Result: "pass"}, suiteResult{Case: "ipc-target", Result: notClaimed, Reason: "not claimed by plugin mode (not run): IPC"})
+	writeSuiteReport(t, dir, "containerd-2.4-plugin", suiteResult{Case: "pid-target", Result: "pass"}, suiteResult{Case: "ipc-target", Result: claims.NotClaimed, Reason: claims.Plugin[0].Said("")})
 	writeSuiteReport(t, dir, "containerd-2.3-plugin", suiteResult{Case: "pid-target", Result: "fail"})
 	got, err := renderReadme(dir, "containerd-2.4")
 	if err != nil {

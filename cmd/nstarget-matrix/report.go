@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/cri-nstarget/cri-nstarget/internal/critest"
+
+	"github.com/cri-nstarget/cri-nstarget/conformance/claims"
 )
 
 // The generated part of the docs page sits between these lines.
@@ -29,7 +31,7 @@ type suiteReport struct {
 }
 
 // suiteResult mirrors conformance.Result; a plugin-mode run's report also
-// has the result not-claimed (claimReport).
+// has the result not-claimed (the suite with --mode plugin; conformance/claims).
 type suiteResult struct {
 	Case      string  `json:"case"`
 	Title     string  `json:"title"`
@@ -271,7 +273,7 @@ func cell(r suiteReport, c string) string {
 				return "pass"
 			case "fail":
 				return "**FAIL**"
-			case notClaimed:
+			case claims.NotClaimed:
 				return "not claimed"
 			default:
 				return res.Result
@@ -289,8 +291,8 @@ func tally(r suiteReport) string {
 		n[res.Result]++
 	}
 	s := fmt.Sprintf("%d / %d / %d", n["pass"], n["fail"], n["skip"])
-	if n[notClaimed] > 0 {
-		s += fmt.Sprintf(" (%d not claimed)", n[notClaimed])
+	if n[claims.NotClaimed] > 0 {
+		s += fmt.Sprintf(" (%d not claimed)", n[claims.NotClaimed])
 	}
 	return s
 }
