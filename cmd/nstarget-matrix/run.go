@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cri-nstarget/cri-nstarget/conformance/claims"
 	"github.com/cri-nstarget/cri-nstarget/internal/baseline"
 	"github.com/cri-nstarget/cri-nstarget/internal/critest"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
@@ -361,18 +362,20 @@ func runSuite(ctx context.Context, o runOptions, name, endpoint, image string, e
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", report, err)
 	}
-	skip := 0
+	skip, unclaimed := 0, 0
 	for _, res := range r.Results {
 		switch res.Result {
 		case "pass":
 			pass++
 		case "fail":
 			fail++
+		case claims.NotClaimed:
+			unclaimed++
 		default:
 			skip++
 		}
 	}
-	fmt.Printf("  suite %s: %d pass, %d fail, %d skip; log %s\n", name, pass, fail, skip, logPath)
+	fmt.Printf("  suite %s: %d pass, %d fail, %d skip, %d not claimed; log %s\n", name, pass, fail, skip, unclaimed, logPath)
 	if runErr != nil && fail == 0 {
 		return pass, fail, fmt.Errorf("%s: the suite exited with %v but reported no failed case; see %s", name, runErr, logPath)
 	}
