@@ -23,16 +23,16 @@ func (in *Installer) Install(ctx context.Context) error {
 		return err
 	}
 	switch st.Phase {
-	case PhaseRollingBack:
+	case PhaseRollBackKubelet, PhaseRollBackShim:
 		return in.rollBack(ctx, st, errors.New(st.Reason))
-	case PhaseRemoving:
+	case PhaseRemoveKubelet, PhaseRemoveShim:
 		in.o.Log.Info("a removal was under way: finishing it before installing")
 		if err := in.remove(ctx, st); err != nil {
 			return err
 		}
 		st = State{}
 	case PhaseDone, PhaseUpgrading:
-		return in.keep(ctx, st)
+		return in.checkOrUpgrade(ctx, st)
 	case PhaseRolledBack:
 		if st.Failed == in.shimSHA {
 			msg := fmt.Sprintf("cri-nstarget %s was rolled back on this node before, and is not tried again: %s", in.o.Version, st.Reason)
@@ -50,45 +50,51 @@ func (in *Installer) Install(ctx context.Context) error {
 	return in.install(ctx, st)
 }
 
-// install runs the steps from st's phase on: files and the shim, then the
-// kubelet.
+// install walks the table from st's phase to PhaseDone: the shim's files
+// and unit, then the kubelet onto it, confirmed. A phase on record is
+// resumed (its row's resume first).
 func (in *Installer) install(ctx context.Context, st State) error {
-	if st.Phase == "" || st.Phase == PhaseFiles || st.Phase == PhaseShim {
-		p, err := in.inspect(ctx, st)
-		var refused errRefused
-		switch {
-		case errors.As(err, &refused) && st.Phase == "":
-			return in.refuse(ctx, refused.reason)
-		case errors.As(err, &refused):
-			return in.rollBack(ctx, st, fmt.Errorf("the node changed during the install: %s", refused.reason))
-		case err != nil:
-			return err
-		}
-		if st.Phase == "" {
-			st = State{Phase: PhaseFiles, Version: in.o.Version, ShimSHA: in.shimSHA, Socket: p.socket, ShimRun: p.shimRun, Backend: p.backend}
-			in.o.Log.WithFields(map[string]any{"version": in.o.Version, "kubelet": p.edit.Path, "from": p.edit.From, "to": p.edit.To}).Info("installing")
-			in.label(ctx, StateInstalling, fmt.Sprintf("%s: installing", in.o.Version))
-		}
-		st.Kubelet = &p.edit
-		if st.Phase == PhaseFiles {
-			if err := in.save(st); err != nil {
-				return err
-			}
-			if err := in.writeFiles(ctx, &st, p.config); err != nil {
-				return in.rollBack(ctx, st, err)
-			}
-			if err := in.startShim(ctx, st); err != nil {
-				return in.rollBack(ctx, st, err)
-			}
-			st.Phase = PhaseShim
-		} else if err := in.ensureShim(ctx, st); err != nil {
-			return in.rollBack(ctx, st, err)
-		}
-		if err := in.save(st); err != nil {
-			return err
-		}
+	return in.walk(ctx, &st, st.Phase != PhaseNew, PhaseDone)
+}
+
+// advance moves st to its row's next phase and saves it.
+func (in *Installer) advance(st *State) error {
+	st.Phase = rows[st.Phase].next
+	return in.save(*st)
+}
+
+// begin inspects a node with nothing of this installer's: a node it does
+// not change is refused; else the install's state is made (PhaseFiles, not
+// saved yet: putShim saves it first).
+func (in *Installer) begin(ctx context.Context, st *State) error {
+	p, err := in.inspect(ctx, *st)
+	var refused errRefused
+	switch {
+	case errors.As(err, &refused):
+		return in.refuse(ctx, refused.reason)
+	case err != nil:
+		return err
 	}
-	return in.switchKubelet(ctx, st)
+	*st = State{Phase: PhaseFiles, Version: in.o.Version, ShimSHA: in.shimSHA, Socket: p.socket, ShimRun: p.shimRun, Backend: p.backend, Kubelet: &p.edit}
+	in.plan = &p
+	in.o.Log.WithFields(map[string]any{"version": in.o.Version, "kubelet": p.edit.Path, "from": p.edit.From, "to": p.edit.To}).Info("installing")
+	in.label(ctx, StateInstalling, fmt.Sprintf("%s: installing", in.o.Version))
+	return nil
+}
+
+// reinspect inspects the node again when an install before the kubelet's
+// switch is resumed: a node that now refuses rolls the install back.
+func (in *Installer) reinspect(ctx context.Context, st *State) error {
+	p, err := in.inspect(ctx, *st)
+	var refused errRefused
+	switch {
+	case errors.As(err, &refused):
+		return in.rollBack(ctx, *st, fmt.Errorf("the node changed during the install: %s", refused.reason))
+	case err != nil:
+		return err
+	}
+	st.Kubelet, in.plan = &p.edit, &p
+	return nil
 }
 
 // refuse reports a node this installer does not change, and changes
@@ -166,49 +172,65 @@ func (in *Installer) ensureShim(ctx context.Context, st State) error {
 	return nil
 }
 
-// switchKubelet points the kubelet at the shim under a restart slot, the
-// host's guard armed before each restart, and waits for the node to be
-// Ready through it and the smoke test to pass; from the state's phase on.
-func (in *Installer) switchKubelet(ctx context.Context, st State) error {
-	// A restart onto the shim waits for a slot, as long as ctx lets it;
-	// a kubelet restarted already is confirmed or rolled back without one.
-	if st.Phase == PhaseShim || st.Phase == PhaseKubelet {
-		if in.o.PodUID == "" {
-			return errNoSmokePod
-		}
-		if err := in.slot(ctx); err != nil {
-			return err
-		}
-	}
-	if st.Phase == PhaseShim {
-		u, err := in.o.Systemd.Unit(ctx, in.o.KubeletUnit)
-		if err != nil {
-			return err
-		}
-		st.Phase, st.KubeletPID, st.KubeletEdited, st.KubeletRestored = PhaseKubelet, u.MainPID, true, false
-		if err := in.save(st); err != nil {
-			return err
-		}
-	}
-	// From here on the kubelet is being changed: ctx's end (SIGTERM) no
-	// longer stops the installer, which finishes or rolls back within its
-	// bounds.
-	if st.Phase == PhaseKubelet {
-		if err := in.restartOnShim(context.WithoutCancel(ctx), &st); err != nil {
-			return err
-		}
-	} else if err := in.resumeRestarted(ctx, &st); err != nil {
+// putShim writes the shim's files and starts its unit, until healthy: to
+// PhaseShim. A failure rolls the install back.
+func (in *Installer) putShim(ctx context.Context, st *State) error {
+	if err := in.save(*st); err != nil {
 		return err
 	}
-	return in.confirm(context.WithoutCancel(ctx), st)
+	if err := in.writeFiles(ctx, st, in.plan.config); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	if err := in.startShim(ctx, *st); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	return in.advance(st)
 }
 
-// restartOnShim arms the guard, writes the kubelet's edit and restarts the
-// kubelet, once the slot is known to be still held.
-func (in *Installer) restartOnShim(ctx context.Context, st *State) error {
+// recheckShim, when an install resumes with the shim started, inspects the
+// node again and waits for the shim's health (starting its unit if it was
+// stopped); a failure rolls the install back.
+func (in *Installer) recheckShim(ctx context.Context, st *State) error {
+	if err := in.reinspect(ctx, st); err != nil {
+		return err
+	}
+	if err := in.ensureShim(ctx, *st); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	return in.save(*st)
+}
+
+// recordKubelet takes a restart slot (waited for as long as ctx lets it)
+// and records the kubelet that runs, before the kubelet is touched: to
+// PhaseKubelet.
+func (in *Installer) recordKubelet(ctx context.Context, st *State) error {
+	if in.o.PodUID == "" {
+		return errNoSmokePod
+	}
 	if err := in.slot(ctx); err != nil {
 		return err
 	}
+	u, err := in.o.Systemd.Unit(ctx, in.o.KubeletUnit)
+	if err != nil {
+		return err
+	}
+	st.KubeletPID = u.MainPID
+	return in.advance(st)
+}
+
+// restartOnShim arms the guard, writes the kubelet's edit and restarts the
+// kubelet, once the slot is known to be still held: to
+// PhaseKubeletRestarted, saved before the restart is asked. From here on
+// the kubelet is being changed: ctx's end (SIGTERM) no longer stops the
+// installer, which finishes or rolls back within its bounds.
+func (in *Installer) restartOnShim(ctx context.Context, st *State) error {
+	if in.o.PodUID == "" {
+		return errNoSmokePod
+	}
+	if err := in.slot(ctx); err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
 	if err := in.armGuard(ctx, *st.Kubelet); err != nil {
 		return in.rollBack(ctx, *st, err)
 	}
@@ -216,8 +238,8 @@ func (in *Installer) restartOnShim(ctx context.Context, st *State) error {
 		return in.rollBack(ctx, *st, err)
 	}
 	now := time.Now()
-	st.Phase, st.RestartedAt, st.Deadline = PhaseKubeletRestarted, now, now.Add(in.o.ReadyTimeout)
-	if err := in.save(*st); err != nil {
+	st.RestartedAt, st.Deadline = now, now.Add(in.o.ReadyTimeout)
+	if err := in.advance(st); err != nil {
 		return err
 	}
 	if err := in.o.Systemd.Restart(ctx, in.o.KubeletUnit); err != nil {
@@ -262,8 +284,10 @@ func (in *Installer) resumeRestarted(ctx context.Context, st *State) error {
 
 // confirm waits for the node to be Ready through the shim, runs the smoke
 // test, and disarms the guard: then the node is installed, and the slot
-// given back. Anything else rolls back.
-func (in *Installer) confirm(ctx context.Context, st State) error {
+// given back: to PhaseDone. Anything else rolls back. ctx's end does not
+// stop it.
+func (in *Installer) confirm(ctx context.Context, stp *State) error {
+	ctx, st := context.WithoutCancel(ctx), *stp
 	if err := in.waitThroughShim(ctx, st); err != nil {
 		return in.rollBack(ctx, st, err)
 	}
@@ -277,10 +301,10 @@ func (in *Installer) confirm(ctx context.Context, st State) error {
 	if err != nil {
 		return in.rollBack(ctx, st, err)
 	}
-	st.Phase = PhaseDone
-	if err := in.save(st); err != nil {
+	if err := in.advance(&st); err != nil {
 		return err
 	}
+	*stp = st
 	in.releaseSlot(ctx)
 	msg := fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s (was %s; set in %s); a pod sandbox was run and removed, and a container run to exit 0 in this installer's pod, through it", st.Version, st.Kubelet.To, st.Kubelet.From, st.Kubelet.Path)
 	in.o.Log.Info(msg)
