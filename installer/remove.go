@@ -7,7 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
+
+	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
 // Remove takes the shim off the node (the DaemonSet's cleanup mode): the
@@ -73,16 +74,15 @@ func (in *Installer) unpin(ctx context.Context, st *State) error {
 	if st.ShimRun == "" {
 		return nil
 	}
-	pins := path.Join(st.ShimRun, "pins")
+	dir := pins.Under(st.ShimRun)
 	mounts, err := in.o.Mounts.Under(st.ShimRun)
 	if err != nil {
 		return fmt.Errorf("list the host's mounts under %s: %w", st.ShimRun, err)
 	}
 	byID := map[string][]string{}
 	for _, m := range mounts {
-		rel, ok := strings.CutPrefix(m, pins+"/")
-		id, _, _ := strings.Cut(rel, "/")
-		if !ok || id == "" {
+		id, ok := pins.ContainerOf(st.ShimRun, m)
+		if !ok {
 			return fmt.Errorf("%s is mounted under %s, and is not a pin: the state dir is left", m, st.ShimRun)
 		}
 		byID[id] = append(byID[id], m)
@@ -106,7 +106,7 @@ func (in *Installer) unpin(ctx context.Context, st *State) error {
 			}
 		}
 	}
-	if err := in.removePinFiles(pins, func(id string) bool { return created[id] && len(byID[id]) > 0 }); err != nil {
+	if err := in.removePinFiles(dir, func(id string) bool { return created[id] && len(byID[id]) > 0 }); err != nil {
 		return err
 	}
 	if kept > 0 {
@@ -125,18 +125,18 @@ func (in *Installer) unpin(ctx context.Context, st *State) error {
 // removePinFiles removes the files of the pins no longer mounted but
 // those kept: each directory goes once nothing is mounted below it
 // (Under, again, says so).
-func (in *Installer) removePinFiles(pins string, kept func(id string) bool) error {
-	entries, _ := os.ReadDir(in.hostPath(pins))
+func (in *Installer) removePinFiles(dir string, kept func(id string) bool) error {
+	entries, _ := os.ReadDir(in.hostPath(dir))
 	for _, e := range entries {
 		if kept(e.Name()) {
 			continue
 		}
-		dir := path.Join(pins, e.Name())
-		if left, err := in.o.Mounts.Under(dir); err != nil || len(left) > 0 {
-			return fmt.Errorf("still mounted under %s: %v %v", dir, left, err)
+		cdir := path.Join(dir, e.Name())
+		if left, err := in.o.Mounts.Under(cdir); err != nil || len(left) > 0 {
+			return fmt.Errorf("still mounted under %s: %v %v", cdir, left, err)
 		}
-		if err := os.RemoveAll(in.hostPath(dir)); err != nil {
-			return fmt.Errorf("remove %s: %w", dir, err)
+		if err := os.RemoveAll(in.hostPath(cdir)); err != nil {
+			return fmt.Errorf("remove %s: %w", cdir, err)
 		}
 	}
 	return nil
