@@ -3,7 +3,6 @@ package installer
 import (
 	"context"
 	"fmt"
-	"slices"
 )
 
 // Phase is the step an install (or its undoing) has reached on the host.
@@ -92,10 +91,10 @@ func init() {
 	}
 }
 
-// walk takes the steps of the table from st's phase until one of ends,
-// first the phase's resume when resumed. It returns the first error.
-func (in *Installer) walk(ctx context.Context, st *State, resumed bool, ends ...Phase) error {
-	for !slices.Contains(ends, st.Phase) {
+// walk takes the steps of the table from st's phase until end, first the
+// phase's resume when resumed. It returns the first error.
+func (in *Installer) walk(ctx context.Context, st *State, resumed bool, end Phase) error {
+	for st.Phase != end {
 		r, ok := rows[st.Phase]
 		if !ok || r.step == nil {
 			return fmt.Errorf("the install's state says %q, which this installer has no step for", st.Phase)

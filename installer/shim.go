@@ -7,6 +7,34 @@ import (
 	"time"
 )
 
+// putShim writes the shim's files and starts its unit, until healthy: to
+// PhaseShim. A failure rolls the install back.
+func (in *Installer) putShim(ctx context.Context, st *State) error {
+	if err := in.save(*st); err != nil {
+		return err
+	}
+	if err := in.writeFiles(ctx, st, in.plan.config); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	if err := in.startShim(ctx, *st); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	return in.advance(st)
+}
+
+// recheckShim, when an install resumes with the shim started, inspects the
+// node again and waits for the shim's health (starting its unit if it was
+// stopped); a failure rolls the install back.
+func (in *Installer) recheckShim(ctx context.Context, st *State) error {
+	if err := in.reinspect(ctx, st); err != nil {
+		return err
+	}
+	if err := in.ensureShim(ctx, *st); err != nil {
+		return in.rollBack(ctx, *st, err)
+	}
+	return in.save(*st)
+}
+
 // writeFiles writes the shim's files, each atomically, recording each in
 // st before it is written.
 func (in *Installer) writeFiles(ctx context.Context, st *State, cfg []byte) error {
@@ -71,32 +99,4 @@ func (in *Installer) ensureShim(ctx context.Context, st State) error {
 		return fmt.Errorf("the shim was not healthy within %s (journalctl -u %s on the node): %w", in.o.HealthTimeout, UnitName, err)
 	}
 	return nil
-}
-
-// putShim writes the shim's files and starts its unit, until healthy: to
-// PhaseShim. A failure rolls the install back.
-func (in *Installer) putShim(ctx context.Context, st *State) error {
-	if err := in.save(*st); err != nil {
-		return err
-	}
-	if err := in.writeFiles(ctx, st, in.plan.config); err != nil {
-		return in.rollBack(ctx, *st, err)
-	}
-	if err := in.startShim(ctx, *st); err != nil {
-		return in.rollBack(ctx, *st, err)
-	}
-	return in.advance(st)
-}
-
-// recheckShim, when an install resumes with the shim started, inspects the
-// node again and waits for the shim's health (starting its unit if it was
-// stopped); a failure rolls the install back.
-func (in *Installer) recheckShim(ctx context.Context, st *State) error {
-	if err := in.reinspect(ctx, st); err != nil {
-		return err
-	}
-	if err := in.ensureShim(ctx, *st); err != nil {
-		return in.rollBack(ctx, *st, err)
-	}
-	return in.save(*st)
 }

@@ -95,25 +95,24 @@ func (in *Installer) resumeRestarted(ctx context.Context, st *State) error {
 // test, and disarms the guard: then the node is installed, and the slot
 // given back: to PhaseDone. Anything else rolls back. ctx's end does not
 // stop it.
-func (in *Installer) confirm(ctx context.Context, stp *State) error {
-	ctx, st := context.WithoutCancel(ctx), *stp
-	if err := in.waitThroughShim(ctx, st); err != nil {
-		return in.rollBack(ctx, st, err)
+func (in *Installer) confirm(ctx context.Context, st *State) error {
+	ctx = context.WithoutCancel(ctx)
+	if err := in.waitThroughShim(ctx, *st); err != nil {
+		return in.rollBack(ctx, *st, err)
 	}
-	if err := in.smoke(ctx, st); err != nil {
-		return in.rollBack(ctx, st, err)
+	if err := in.smoke(ctx, *st); err != nil {
+		return in.rollBack(ctx, *st, err)
 	}
 	fired, err := in.disarmGuard(ctx, *st.Kubelet)
 	if err == nil && fired {
 		err = fmt.Errorf("the host's guard put %s back (%s after it was armed) before the install was confirmed", st.Kubelet.Path, in.o.GuardAfter)
 	}
 	if err != nil {
-		return in.rollBack(ctx, st, err)
+		return in.rollBack(ctx, *st, err)
 	}
-	if err := in.advance(&st); err != nil {
+	if err := in.advance(st); err != nil {
 		return err
 	}
-	*stp = st
 	in.releaseSlot(ctx)
 	msg := fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s (was %s; set in %s); a pod sandbox was run and removed, and a container run to exit 0 in this installer's pod, through it", st.Version, st.Kubelet.To, st.Kubelet.From, st.Kubelet.Path)
 	in.o.Log.Info(msg)
