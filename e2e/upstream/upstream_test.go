@@ -197,9 +197,7 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err = critest.StartBackend(ctx, label, tmp, harness.EnvOptions{
-		Dir: filepath.Join(tmp, "c"), Binary: e.containerd, Images: images, RegistryAliases: upstream.Aliases,
-	}, true)
+	backend, err = critest.StartBackend(ctx, label, tmp, e.backendOptions(filepath.Join(tmp, "c"), images), true)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", label, err)
 	}
@@ -215,13 +213,23 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 		endpoint = shim.Endpoint()
 	}
 
-	kube, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(tmp, "k"), Bin: e.kubeBin, Kubelet: e.kubelet, Etcd: e.etcd, RuntimeEndpoint: endpoint, Controllers: true,
-	})
+	kube, err = cluster.Start(ctx, e.clusterOptions(filepath.Join(tmp, "k"), endpoint))
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
 	return e.e2eTest(tmp, kube, mode)
+}
+
+// backendOptions are containerd's in dir, serving images (run's, and the
+// direct run's key: nodeConfig).
+func (e env) backendOptions(dir string, images map[string]*harness.Image) harness.EnvOptions {
+	return harness.EnvOptions{Dir: dir, Binary: e.containerd, Images: images, RegistryAliases: upstream.Aliases}
+}
+
+// clusterOptions are the cluster's in dir, its kubelet's runtime endpoint
+// (run's, and the direct run's key: nodeConfig).
+func (e env) clusterOptions(dir, endpoint string) cluster.Options {
+	return cluster.Options{Dir: dir, Bin: e.kubeBin, Kubelet: e.kubelet, Etcd: e.etcd, RuntimeEndpoint: endpoint, Controllers: true}
 }
 
 // e2eTest runs the specs of e2e.test, then those of the project's
