@@ -95,6 +95,10 @@ func (e env) directInputs() (upstream.DirectInputs, error) {
 	if in.NodeConfig, err = e.nodeConfig(in.Images); err != nil {
 		return in, fmt.Errorf("the direct run's key: %w", err)
 	}
+	for _, s := range e.suites() {
+		s.bin = s.name // by role: the binary is keyed above by content
+		in.Args += s.name + " " + strings.Join(e.commandArgs(s, "KUBECONFIG", "REPORT"), " ") + "\n"
+	}
 	in.Versions = "e2e.test " + kubeVersion(e.kubeBin) + ", kubelet " + e.kubeletVersion()
 	kernel, err := os.ReadFile("/proc/sys/kernel/osrelease")
 	in.Kernel = strings.TrimSpace(string(kernel))

@@ -316,10 +316,11 @@ func (e env) specs(name, bin, labels, home, kubeconfig, mode string) error {
 	defer log.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout+5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, e.e2eTestArgs(kubeconfig, labels, report)...)
+	program := bin
 	if e.procs > 1 {
-		cmd = exec.CommandContext(ctx, filepath.Join(e.kubeBin, "ginkgo"), e.ginkgoArgs(bin, kubeconfig, labels, report)...)
+		program = filepath.Join(e.kubeBin, "ginkgo")
 	}
+	cmd := exec.CommandContext(ctx, program, e.commandArgs(suite{name, bin, labels}, kubeconfig, report)...)
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+home, "TMPDIR="+filepath.Join(home, "tmp"))
 	cmd.Stdout, cmd.Stderr = log, log
@@ -328,6 +329,15 @@ func (e env) specs(name, bin, labels, home, kubeconfig, mode string) error {
 		return fmt.Errorf("%s (%v) wrote no report; its log is %s: %w", filepath.Base(bin), runErr, logPath, err)
 	}
 	return nil
+}
+
+// commandArgs are the arguments of suite s's run: of its binary alone, or
+// with e.procs > 1 of the ginkgo CLI (specs and the direct run's key).
+func (e env) commandArgs(s suite, kubeconfig, report string) []string {
+	if e.procs > 1 {
+		return e.ginkgoArgs(s.bin, kubeconfig, s.labels, report)
+	}
+	return e.e2eTestArgs(kubeconfig, s.labels, report)
 }
 
 // e2eArgs are e2e.test's own flags: the skeleton provider (no cloud), the

@@ -24,7 +24,9 @@ type DirectInputs struct {
 	// itself is not in the key, so that a change to it that leaves their
 	// configuration alone keeps the key.
 	NodeConfig string
-	Images     map[string]*harness.Image // the specs' images, built here: by manifest digest
+	// Args are each suite's command line, its paths made placeholders.
+	Args   string
+	Images map[string]*harness.Image // the specs' images, built here: by manifest digest
 	// The run: the specs' selection, processes and bound.
 	Focus, Skip string
 	Procs       int
@@ -42,7 +44,7 @@ func DirectKey(in DirectInputs) baseline.Key {
 	return baseline.Key{Files: in.Binaries, Values: map[string]string{
 		"images": images.String(), "focus": in.Focus, "skip": in.Skip,
 		"procs": fmt.Sprint(in.Procs), "timeout": in.Timeout.String(),
-		"versions": in.Versions, "kernel": in.Kernel, "node config": in.NodeConfig,
+		"versions": in.Versions, "kernel": in.Kernel, "node config": in.NodeConfig, "args": in.Args,
 	}}
 }
 

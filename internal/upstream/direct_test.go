@@ -34,6 +34,7 @@ func TestDirectKeyChangesWithEachInput(t *testing.T) {
 			Focus:    "Ephemeral Containers", Procs: 1, Timeout: 20 * time.Minute,
 			Versions: "e2e.test v1.37.2, kubelet v1.37.2", Kernel: "6.12.0",
 			NodeConfig: "version = 4\nkubelet --config /run/nstarget-key/k/kubelet.yaml",
+			Args:       "e2e.test --provider=skeleton --num-nodes=1",
 		}
 		for _, r := range roles {
 			in.Binaries[r] = write(r, "build of "+r)
@@ -62,6 +63,7 @@ func TestDirectKeyChangesWithEachInput(t *testing.T) {
 		"timeout":  func(in *DirectInputs) { in.Timeout = time.Hour },
 		"versions": func(in *DirectInputs) { in.Versions = "e2e.test v1.37.2, kubelet v1.36.3" },
 		"kernel":   func(in *DirectInputs) { in.Kernel = "6.13.0" },
+		"args":     func(in *DirectInputs) { in.Args = "e2e.test --provider=skeleton --num-nodes=2" },
 		"node config": func(in *DirectInputs) {
 			in.NodeConfig = "version = 4\nkubelet --config /run/nstarget-key/k/kubelet.yaml --v 4"
 		},
