@@ -382,13 +382,14 @@ UPSTREAM_OUT   ?= bin/e2e-upstream
 # The run with the kubelet on containerd directly (the baseline) is kept in
 # UPSTREAM_DIRECT_CACHE under a key of all it depends on (upstream.DirectKey:
 # e2e.test, nstarget-e2e.test, the kubelet, the control plane, etcd,
-# containerd, runc, the CNI plugins, this test binary, by content; the images,
-# the focus, skip, processes, bound, versions and kernel) and reused while the
-# key holds; the run through the shim always runs. UPSTREAM_DIRECT_CACHE=
-# runs both every time. -trimpath: the test binary, part of the key, is the
-# same bytes in any clone.
+# containerd, runc, the CNI plugins, by content; the configuration the rig
+# gives containerd and the cluster (harness.NodeConfig, cluster.NodeConfig:
+# not the rig's code, so a change to internal/harness that leaves it alone
+# keeps the key); the images, the focus, skip, processes, bound, versions and
+# kernel) and reused while the key holds; the run through the shim always
+# runs. UPSTREAM_DIRECT_CACHE= runs both every time.
 UPSTREAM_DIRECT_CACHE ?= /var/cache/cri-nstarget/e2e-upstream-direct
-UPSTREAM_TEST   = $(GO) test -tags upstream -trimpath -count=1 -v -timeout 0 ./e2e/upstream/
+UPSTREAM_TEST   = $(GO) test -tags upstream -count=1 -v -timeout 0 ./e2e/upstream/
 upstream_env    = $(kube_env) NSTARGET_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' NSTARGET_UPSTREAM_DIRECT_CACHE='$(UPSTREAM_DIRECT_CACHE)' \
 	NSTARGET_UPSTREAM_SKIP='$(UPSTREAM_SKIP)' NSTARGET_UPSTREAM_PROCS=$(UPSTREAM_PROCS) NSTARGET_UPSTREAM_TIMEOUT=$(UPSTREAM_TIMEOUT) \
 	NSTARGET_UPSTREAM_OUT=$(CURDIR)/$(UPSTREAM_OUT)/$(1) $(if $(PROJECT_E2E),NSTARGET_PROJECT_E2E=$(CURDIR)/$(PROJECT_E2E))

@@ -78,15 +78,22 @@ snapshot "$src1"
 snapshot "$src2"
 cd "$src1"
 a=$work/a b=$work/b
+# The two builds run side by side (each links, packs and compresses on its
+# own, mostly one core at a time; neither reads the other's output), as apart
+# as before: their own trees, DIST, environment and, with
+# RELEASE_CHECK_COLD=1, build cache.
 echo "build 1: make release VERSION=$version, CHANGELOG.md's newest (commit $commit and this tree's changes, in $src1)"
-ALLOW_DIRTY=1 "$MAKE" --no-print-directory -s release VERSION=$version DIST="$a" >"$work/build1.log" 2>&1 ||
-  { cat "$work/build1.log"; echo "release-check: make release failed"; exit 1; }
+ALLOW_DIRTY=1 "$MAKE" --no-print-directory -s release VERSION=$version DIST="$a" >"$work/build1.log" 2>&1 &
+build1=$!
 cache=()
 if [ "${RELEASE_CHECK_COLD:-0}" = 1 ]; then cache=(GOCACHE="$work/gocache"); fi
-echo "build 2: the same from $src2 (umask 077, TZ, hostname${cache:+, an empty build cache})"
+echo "build 2: the same from $src2 (umask 077, TZ, hostname${cache:+, an empty build cache}), beside build 1"
 (cd "$src2" && umask 077 && env "${cache[@]}" TZ=Pacific/Kiritimati ALLOW_DIRTY=1 \
   unshare --uts sh -c 'hostname other-builder && "$0" --no-print-directory -s release VERSION="$1" DIST="$2"' "$MAKE" "$version" "$b") \
-  >"$work/build2.log" 2>&1 || { cat "$work/build2.log"; echo "release-check: the second make release failed"; exit 1; }
+  >"$work/build2.log" 2>&1 &
+build2=$!
+wait "$build1" || { cat "$work/build1.log"; echo "release-check: make release failed"; wait "$build2"; exit 1; }
+wait "$build2" || { cat "$work/build2.log"; echo "release-check: the second make release failed"; exit 1; }
 sums() { (cd "$1" && sha256sum $(ls | LC_ALL=C sort)); }
 check "two builds give identical bytes (every artifact, SHA256SUMS included)" diff <(sums "$a") <(sums "$b")
 ls "$a" | sed 's/^/      /'

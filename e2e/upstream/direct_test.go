@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/cri-nstarget/cri-nstarget/internal/baseline"
+	"github.com/cri-nstarget/cri-nstarget/internal/cluster"
+	"github.com/cri-nstarget/cri-nstarget/internal/critest"
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
 	"github.com/cri-nstarget/cri-nstarget/internal/upstream"
 )
@@ -72,12 +74,8 @@ func (e env) directInputs() (upstream.DirectInputs, error) {
 	if e.project != "" {
 		in.Binaries["nstarget-e2e.test"] = e.project
 	}
-	self, err := os.Executable() // it writes the cluster's and containerd's configs
-	if err != nil {
-		return in, err
-	}
-	in.Binaries["test binary"] = self
 	in.Binaries["etcd"] = e.etcd
+	var err error
 	for role, name := range map[string]string{"containerd": e.containerd, "runc": cmp.Or(os.Getenv("NSTARGET_RUNC"), "runc")} {
 		if in.Binaries[role], err = exec.LookPath(name); err != nil {
 			return in, fmt.Errorf("the direct run's key: %s: %w", role, err)
@@ -94,8 +92,25 @@ func (e env) directInputs() (upstream.DirectInputs, error) {
 	if in.Images, err = upstream.Images(harness.BusyboxPath, filepath.Join(e.kubeBin, "agnhost")); err != nil {
 		return in, err
 	}
+	if in.NodeConfig, err = e.nodeConfig(in.Images); err != nil {
+		return in, fmt.Errorf("the direct run's key: %w", err)
+	}
+	for _, s := range e.suites() {
+		s.bin = s.name // by role: the binary is keyed above by content
+		in.Args += s.name + " " + strings.Join(e.commandArgs(s, "KUBECONFIG", "REPORT"), " ") + "\n"
+	}
 	in.Versions = "e2e.test " + kubeVersion(e.kubeBin) + ", kubelet " + e.kubeletVersion()
 	kernel, err := os.ReadFile("/proc/sys/kernel/osrelease")
 	in.Kernel = strings.TrimSpace(string(kernel))
 	return in, err
+}
+
+// nodeConfig is what run gives containerd (on the pod network) and the
+// cluster, by the same options, for the direct run's key.
+func (e env) nodeConfig(images map[string]*harness.Image) (string, error) {
+	c, err := critest.BackendConfig(e.backendOptions("", images), true)
+	if err != nil {
+		return "", err
+	}
+	return c + "\n" + cluster.NodeConfig(e.clusterOptions("", "")), nil
 }

@@ -197,9 +197,7 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err = critest.StartBackend(ctx, label, tmp, harness.EnvOptions{
-		Dir: filepath.Join(tmp, "c"), Binary: e.containerd, Images: images, RegistryAliases: upstream.Aliases,
-	}, true)
+	backend, err = critest.StartBackend(ctx, label, tmp, e.backendOptions(filepath.Join(tmp, "c"), images), true)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", label, err)
 	}
@@ -215,13 +213,23 @@ func (e env) run(label, mode string) (_ []upstream.Result, retErr error) {
 		endpoint = shim.Endpoint()
 	}
 
-	kube, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(tmp, "k"), Bin: e.kubeBin, Kubelet: e.kubelet, Etcd: e.etcd, RuntimeEndpoint: endpoint, Controllers: true,
-	})
+	kube, err = cluster.Start(ctx, e.clusterOptions(filepath.Join(tmp, "k"), endpoint))
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
 	return e.e2eTest(tmp, kube, mode)
+}
+
+// backendOptions are containerd's in dir, serving images (run's, and the
+// direct run's key: nodeConfig).
+func (e env) backendOptions(dir string, images map[string]*harness.Image) harness.EnvOptions {
+	return harness.EnvOptions{Dir: dir, Binary: e.containerd, Images: images, RegistryAliases: upstream.Aliases}
+}
+
+// clusterOptions are the cluster's in dir, its kubelet's runtime endpoint
+// (run's, and the direct run's key: nodeConfig).
+func (e env) clusterOptions(dir, endpoint string) cluster.Options {
+	return cluster.Options{Dir: dir, Bin: e.kubeBin, Kubelet: e.kubelet, Etcd: e.etcd, RuntimeEndpoint: endpoint, Controllers: true}
 }
 
 // e2eTest runs the specs of e2e.test, then those of the project's
@@ -308,10 +316,11 @@ func (e env) specs(name, bin, labels, home, kubeconfig, mode string) error {
 	defer log.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout+5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, e.e2eTestArgs(kubeconfig, labels, report)...)
+	program := bin
 	if e.procs > 1 {
-		cmd = exec.CommandContext(ctx, filepath.Join(e.kubeBin, "ginkgo"), e.ginkgoArgs(bin, kubeconfig, labels, report)...)
+		program = filepath.Join(e.kubeBin, "ginkgo")
 	}
+	cmd := exec.CommandContext(ctx, program, e.commandArgs(suite{name, bin, labels}, kubeconfig, report)...)
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+home, "TMPDIR="+filepath.Join(home, "tmp"))
 	cmd.Stdout, cmd.Stderr = log, log
@@ -320,6 +329,15 @@ func (e env) specs(name, bin, labels, home, kubeconfig, mode string) error {
 		return fmt.Errorf("%s (%v) wrote no report; its log is %s: %w", filepath.Base(bin), runErr, logPath, err)
 	}
 	return nil
+}
+
+// commandArgs are the arguments of suite s's run: of its binary alone, or
+// with e.procs > 1 of the ginkgo CLI (specs and the direct run's key).
+func (e env) commandArgs(s suite, kubeconfig, report string) []string {
+	if e.procs > 1 {
+		return e.ginkgoArgs(s.bin, kubeconfig, s.labels, report)
+	}
+	return e.e2eTestArgs(kubeconfig, s.labels, report)
 }
 
 // e2eArgs are e2e.test's own flags: the skeleton provider (no cloud), the

@@ -277,27 +277,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, e
 	if err := writeKubeconfig(c.kubeconfig, server, c.pki.CAFile(), adminCert, adminKey); err != nil {
 		return "", err
 	}
-	p, err := c.start("kube-apiserver", filepath.Join(c.opts.Bin, "kube-apiserver"),
-		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", port,
-		"--tls-cert-file", srvCert, "--tls-private-key-file", srvKey,
-		"--client-ca-file", c.pki.CAFile(),
-		"--kubelet-client-certificate", kcCert, "--kubelet-client-key", kcKey,
-		"--kubelet-certificate-authority", c.pki.CAFile(),
-		"--kubelet-preferred-address-types", "Hostname",
-		"--endpoint-reconciler-type", "none",
-		"--service-account-issuer", "https://kubernetes.default.svc",
-		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
-		"--service-cluster-ip-range", "10.96.0.0/24",
-		// as clusters run it: the kubelet's identity may do what the Node
-		// authorizer and NodeRestriction let a node do, and no more
-		"--authorization-mode", "Node,RBAC",
-		"--enable-admission-plugins", enabledAdmission(c.opts.Controllers),
-		disabledAdmission(c.opts.Controllers),
-		"--allow-privileged",
-		"--profiling=false",
-		"--cert-dir", filepath.Join(c.opts.Dir, "apiserver-certs"),
-	)
+	p, err := c.start("kube-apiserver", filepath.Join(c.opts.Bin, "kube-apiserver"), apiserverArgs(apiserverFiles{
+		etcd: etcdURL, port: port, cert: srvCert, key: srvKey, ca: c.pki.CAFile(), kubeletCert: kcCert, kubeletKey: kcKey,
+		saKey: saKey, certDir: filepath.Join(c.opts.Dir, "apiserver-certs"),
+	}, c.opts.Controllers)...)
 	if err != nil {
 		return "", err
 	}
@@ -308,6 +291,38 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string) (string, e
 		}
 		return err
 	})
+}
+
+// apiserverFiles are what kube-apiserver's flags name: etcd's URL, its
+// port, its serving certificate and key, the CA, its client certificate
+// and key for kubelets, the service-account key and its certificate dir.
+type apiserverFiles struct {
+	etcd, port, cert, key, ca, kubeletCert, kubeletKey, saKey, certDir string
+}
+
+// apiserverArgs are kube-apiserver's flags (controllers: Options.Controllers).
+func apiserverArgs(f apiserverFiles, controllers bool) []string {
+	return []string{
+		"--etcd-servers", f.etcd,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", f.port,
+		"--tls-cert-file", f.cert, "--tls-private-key-file", f.key,
+		"--client-ca-file", f.ca,
+		"--kubelet-client-certificate", f.kubeletCert, "--kubelet-client-key", f.kubeletKey,
+		"--kubelet-certificate-authority", f.ca,
+		"--kubelet-preferred-address-types", "Hostname",
+		"--endpoint-reconciler-type", "none",
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-account-key-file", f.saKey, "--service-account-signing-key-file", f.saKey,
+		"--service-cluster-ip-range", "10.96.0.0/24",
+		// as clusters run it: the kubelet's identity may do what the Node
+		// authorizer and NodeRestriction let a node do, and no more
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", enabledAdmission(controllers),
+		disabledAdmission(controllers),
+		"--allow-privileged",
+		"--profiling=false",
+		"--cert-dir", f.certDir,
+	}
 }
 
 // enabledAdmission: NodeRestriction (not among kube-apiserver's defaults),
@@ -440,15 +455,51 @@ func (c *Cluster) startKubelet(ctx context.Context, server string) error {
 		CgroupRoot: c.cgroup.Name, Runtime: c.opts.RuntimeEndpoint,
 		PodLogs: filepath.Join(c.opts.Dir, "pod-logs"), VolumePlugins: filepath.Join(c.opts.Dir, "volume-plugins"),
 	}
-	c.kubeletArgs = []string{
-		"--config", c.kubeletConfig,
+	c.kubeletArgs = kubeletArgs(c.kubeletConfig, kubeconfig, root)
+	return c.runKubelet(ctx)
+}
+
+// kubeletArgs are the kubelet's flags: its configuration file, kubeconfig
+// and root dir.
+func kubeletArgs(config, kubeconfig, root string) []string {
+	return []string{
+		"--config", config,
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", NodeName,
 		"--root-dir", root,
 		"--cert-dir", filepath.Join(root, "pki"),
 		"--v", "2",
 	}
-	return c.runKubelet(ctx)
+}
+
+// NodeConfig is what Start gives the components for opts: the flags of
+// kube-apiserver, of the controllers (Options.Controllers) and of the
+// kubelet (unless Options.RemoteNode), and the kubelet's configuration,
+// with the run's own names (its directory, certificates, ports, cgroup,
+// the runtime's socket) fixed, so that two runs configured alike give the
+// same text. A key of a run the cluster configures (upstream.DirectKey)
+// holds this rather than the rig's code (harness.NodeConfig likewise).
+func NodeConfig(opts Options) string {
+	const dir, port = "/run/nstarget-key/k", "1"
+	file := func(name string) string { return filepath.Join(dir, name) }
+	lines := []string{"kube-apiserver " + strings.Join(apiserverArgs(apiserverFiles{
+		etcd: "http://127.0.0.1:" + port, port: port, cert: file("apiserver.crt"), key: file("apiserver.key"), ca: file("ca.crt"),
+		kubeletCert: file("kubelet-client.crt"), kubeletKey: file("kubelet-client.key"), saKey: file("sa.key"), certDir: file("apiserver-certs"),
+	}, opts.Controllers), " ")}
+	if opts.Controllers {
+		lines = append(lines,
+			"kube-controller-manager "+strings.Join(controllerManagerArgs(file("kcm.kubeconfig"), file("sa.key"), file("ca.crt"), file("volume-plugins"), port), " "),
+			"kube-scheduler "+strings.Join(schedulerArgs(file("sched.kubeconfig"), port), " "))
+	}
+	if !opts.RemoteNode {
+		lines = append(lines, "kubelet "+strings.Join(kubeletArgs(file("kubelet.yaml"), file("kubelet.kubeconfig"), file("kubelet")), " "),
+			kubeletConfig(kubeletSettings{
+				Port: port, HealthzPort: port, CA: file("ca.crt"), Cert: file("kubelet.crt"), Key: file("kubelet.key"),
+				CgroupRoot: "/nstarget-key", Runtime: "unix:///run/nstarget-key/cri.sock",
+				PodLogs: file("pod-logs"), VolumePlugins: file("volume-plugins"),
+			}))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // RestartKubelet stops the kubelet by PID and starts it again with the same

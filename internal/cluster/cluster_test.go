@@ -215,3 +215,30 @@ func TestStartKubeletBinary(t *testing.T) {
 		t.Errorf("Start made %s before refusing: %v", dir, err)
 	}
 }
+
+// TestNodeConfig: NodeConfig holds the components' flags and the kubelet's
+// configuration, the same for another directory, binaries or runtime
+// socket, and changed by what changes them.
+func TestNodeConfig(t *testing.T) {
+	base := Options{Dir: "/tmp/a", Bin: "/k", RuntimeEndpoint: "unix:///tmp/a/cri.sock", Controllers: true}
+	want := NodeConfig(base)
+	for _, s := range []string{"kube-apiserver --etcd-servers", "NodeRestriction,ServiceAccount", "kube-controller-manager ", "kube-scheduler ", "kubelet --config", "failCgroupV1: false"} {
+		if !strings.Contains(want, s) {
+			t.Errorf("no %q in:\n%s", s, want)
+		}
+	}
+	other := Options{Dir: "/tmp/b", Bin: "/other", Kubelet: "/other/kubelet", RuntimeEndpoint: "unix:///tmp/b/shim.sock", Controllers: true}
+	if got := NodeConfig(other); got != want {
+		t.Errorf("another directory, binaries and socket changed it:\n%s\nwas\n%s", got, want)
+	}
+	for name, change := range map[string]func(*Options){
+		"no controllers": func(o *Options) { o.Controllers = false },
+		"a remote node":  func(o *Options) { o.RemoteNode = true },
+	} {
+		o := base
+		change(&o)
+		if NodeConfig(o) == want {
+			t.Errorf("%s: NodeConfig stayed the same", name)
+		}
+	}
+}

@@ -49,6 +49,15 @@ func StartBackend(ctx context.Context, label, tmp string, opts harness.EnvOption
 	return b, nil
 }
 
+// BackendConfig is what StartBackend gives containerd for opts and network
+// (harness.NodeConfig), the bridge's own names fixed.
+func BackendConfig(opts harness.EnvOptions, network bool) (string, error) {
+	if network {
+		opts.CNIConfList = (&harness.Bridge{Name: "nstbr000000", Subnet: "10.254.0.0/24", Dir: "/run/nstarget-key/net"}).ConfList()
+	}
+	return harness.NodeConfig(opts)
+}
+
 // Close stops containerd (and so its pods), then removes the bridge.
 func (b *Backend) Close() error {
 	var errs []error

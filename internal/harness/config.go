@@ -3,9 +3,11 @@ package harness
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -315,27 +317,35 @@ func writeConfigOpts(opts Options) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "cni"), 0o755); err != nil {
 		return "", fmt.Errorf("create cni conf dir: %w", err)
 	}
-	if opts.CNIConfList != "" {
-		if err := os.WriteFile(cniConfPath(dir), []byte(opts.CNIConfList), 0o644); err != nil {
-			return "", fmt.Errorf("write cni config: %w", err)
+	files := configFiles(opts)
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("create %s: %w", filepath.Dir(p), err)
 		}
+		if err := os.WriteFile(p, []byte(files[p]), 0o644); err != nil {
+			return "", fmt.Errorf("write %s: %w", p, err)
+		}
+	}
+	return configPath(dir), nil
+}
+
+// configPath is containerd's config in dir.
+func configPath(dir string) string { return filepath.Join(dir, "config.toml") }
+
+// configFiles are the files writeConfigOpts writes for opts, by path: the
+// config, the CNI conflist (if any) and, where the config uses
+// config_path, a hosts.toml for the registry and each alias.
+func configFiles(opts Options) map[string]string {
+	files := map[string]string{configPath(opts.Dir): renderConfigOpts(opts)}
+	if opts.CNIConfList != "" {
+		files[cniConfPath(opts.Dir)] = opts.CNIConfList
 	}
 	if opts.ConfigVersion >= 3 || len(opts.RegistryAliases) > 0 {
 		for _, host := range append([]string{opts.RegistryHost}, opts.RegistryAliases...) {
-			hd := filepath.Join(certsDir(dir), host)
-			if err := os.MkdirAll(hd, 0o755); err != nil {
-				return "", fmt.Errorf("create hosts dir: %w", err)
-			}
-			if err := os.WriteFile(filepath.Join(hd, "hosts.toml"), []byte(hostsTOML(opts.RegistryHost)), 0o644); err != nil {
-				return "", fmt.Errorf("write hosts.toml for %s: %w", host, err)
-			}
+			files[filepath.Join(certsDir(opts.Dir), host, "hosts.toml")] = hostsTOML(opts.RegistryHost)
 		}
 	}
-	path := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(path, []byte(renderConfigOpts(opts)), 0o644); err != nil {
-		return "", fmt.Errorf("write containerd config: %w", err)
-	}
-	return path, nil
+	return files
 }
 
 // The CNI plugins' directory in the version 3 and 4 templates (bin_dirs,

@@ -1,7 +1,10 @@
 package harness
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -223,6 +226,72 @@ func TestCNIBinDir(t *testing.T) {
 		_, hasDirs := cni["bin_dirs"]
 		if hasDir != binDir || hasDirs == binDir {
 			t.Errorf("containerd reads bin_dir: %v; the config's CNI section: %v", binDir, cni)
+		}
+	}
+}
+
+// TestNodeConfig: NodeConfig is the files StartWith writes for containerd
+// (here writeConfigOpts in a directory of the test's), the run's own names
+// aside: the same for another directory, and changed by each option that
+// changes a file.
+func TestNodeConfig(t *testing.T) {
+	t.Setenv("NSTARGET_RUNC", "")
+	base := EnvOptions{Binary: "containerd", ConfigVersion: 4, RegistryAliases: []string{"registry.k8s.io"}, CNIConfList: `{"name": "net"}`}
+	nodeConfig := func(o EnvOptions) string {
+		t.Helper()
+		c, err := NodeConfig(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	want := nodeConfig(base)
+
+	dir, err := TempDir("nst-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	opts, err := resolveOptions(base.containerdOptions(dir, nodeConfigRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeConfigOpts(opts); err != nil {
+		t.Fatal(err)
+	}
+	var written strings.Builder
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		fmt.Fprintf(&written, "== %s\n%s\n", filepath.Join(nodeConfigDir, strings.TrimPrefix(p, dir)), b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.ReplaceAll(written.String(), dir, nodeConfigDir); got != want {
+		t.Errorf("written:\n%s\nNodeConfig:\n%s", got, want)
+	}
+
+	other := base
+	other.Dir = "/elsewhere"
+	if got := nodeConfig(other); got != want {
+		t.Errorf("another directory changed it:\n%s", got)
+	}
+	for name, change := range map[string]func(*EnvOptions){
+		"config version": func(o *EnvOptions) { o.ConfigVersion = 2 },
+		"runc":           func(o *EnvOptions) { o.Runc = "/bin/true" },
+		"aliases":        func(o *EnvOptions) { o.RegistryAliases = nil },
+		"CNI":            func(o *EnvOptions) { o.CNIConfList = `{"name": "other"}` },
+		"NRI validator":  func(o *EnvOptions) { o.NRIValidator = "enable = true" },
+		"runtimes":       func(o *EnvOptions) { o.Runtimes = []Runtime{{Name: "other"}} },
+	} {
+		o := base
+		change(&o)
+		if nodeConfig(o) == want {
+			t.Errorf("%s changed: NodeConfig stayed the same", name)
 		}
 	}
 }

@@ -96,9 +96,10 @@ type Containerd struct {
 	stopErr error
 }
 
-// StartContainerd writes a config into opts.Dir, starts containerd and waits
-// until its CRI service answers. On failure it stops what it started.
-func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
+// resolveOptions fills opts' defaults as StartContainerd uses them: the
+// binary, the config version and CNI directory its version reads, runc's
+// absolute path, the start timeout and the absolute directory.
+func resolveOptions(opts Options) (Options, error) {
 	if opts.Binary == "" {
 		opts.Binary = cmp.Or(os.Getenv("NSTARGET_CONTAINERD"), "containerd")
 	}
@@ -106,13 +107,13 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 		if v := os.Getenv("NSTARGET_CONTAINERD_CONFIG_VERSION"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return nil, fmt.Errorf("NSTARGET_CONTAINERD_CONFIG_VERSION=%q: %w", v, err)
+				return opts, fmt.Errorf("NSTARGET_CONTAINERD_CONFIG_VERSION=%q: %w", v, err)
 			}
 			opts.ConfigVersion = n
 		} else {
 			n, err := configVersionOf(opts.Binary)
 			if err != nil {
-				return nil, err
+				return opts, err
 			}
 			opts.ConfigVersion = n
 		}
@@ -120,7 +121,7 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 	if opts.ConfigVersion == 3 {
 		out, err := exec.Command(opts.Binary, "--version").Output()
 		if err != nil {
-			return nil, fmt.Errorf("%s --version: %w", opts.Binary, err)
+			return opts, fmt.Errorf("%s --version: %w", opts.Binary, err)
 		}
 		opts.cniBinDir = readsCNIBinDir(string(out))
 	}
@@ -130,23 +131,34 @@ func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
 	if opts.Runc != "" {
 		p, err := exec.LookPath(opts.Runc)
 		if err != nil {
-			return nil, fmt.Errorf("runc binary: %w", err)
+			return opts, fmt.Errorf("runc binary: %w", err)
 		}
 		if opts.Runc, err = filepath.Abs(p); err != nil {
-			return nil, fmt.Errorf("runc binary %q: %w", p, err)
+			return opts, fmt.Errorf("runc binary %q: %w", p, err)
 		}
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
 	}
 	if opts.Dir == "" {
-		return nil, errors.New("containerd dir: empty; need a short directory such as harness.TempDir(\"nst-\")")
+		return opts, errors.New("containerd dir: empty; need a short directory such as harness.TempDir(\"nst-\")")
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("containerd dir %q: %w", opts.Dir, err)
+		return opts, fmt.Errorf("containerd dir %q: %w", opts.Dir, err)
 	}
 	opts.Dir = dir
+	return opts, nil
+}
+
+// StartContainerd writes a config into opts.Dir, starts containerd and waits
+// until its CRI service answers. On failure it stops what it started.
+func StartContainerd(ctx context.Context, opts Options) (*Containerd, error) {
+	opts, err := resolveOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.Dir
 	configPath, err := writeConfigOpts(opts)
 	if err != nil {
 		return nil, err

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,11 +74,7 @@ func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
 		}
 	}
 	e := &Env{Registry: reg, BusyboxImage: reg.Ref(BusyboxName), PauseImage: reg.Ref(PauseName)}
-	e.Containerd, err = StartContainerd(ctx, Options{
-		Dir: dir, RegistryHost: reg.Host(), SandboxImage: e.PauseImage,
-		Binary: o.Binary, ConfigVersion: o.ConfigVersion, Runc: o.Runc, RegistryAliases: o.RegistryAliases, CNIConfList: o.CNIConfList,
-		NRIValidator: o.NRIValidator, Runtimes: o.Runtimes,
-	})
+	e.Containerd, err = StartContainerd(ctx, o.containerdOptions(dir, reg.Host()))
 	if err != nil {
 		if o.Dir == "" {
 			// made here: gone with the failure (Stop removes it once
@@ -88,6 +87,43 @@ func StartWith(ctx context.Context, o EnvOptions) (*Env, error) {
 		return nil, errors.Join(err, reg.Close())
 	}
 	return e, nil
+}
+
+// containerdOptions are StartContainerd's options for o, in dir, with the
+// images served at registryHost.
+func (o EnvOptions) containerdOptions(dir, registryHost string) Options {
+	return Options{
+		Dir: dir, RegistryHost: registryHost, SandboxImage: registryHost + "/" + PauseName,
+		Binary: o.Binary, ConfigVersion: o.ConfigVersion, Runc: o.Runc, RegistryAliases: o.RegistryAliases, CNIConfList: o.CNIConfList,
+		NRIValidator: o.NRIValidator, Runtimes: o.Runtimes,
+	}
+}
+
+// The run's own names in NodeConfig: its directory and the registry's
+// address.
+const (
+	nodeConfigDir      = "/run/nstarget-key/c"
+	nodeConfigRegistry = "127.0.0.1:1"
+)
+
+// NodeConfig is what StartWith writes for containerd with o: each file's
+// path and content (the config, the CNI conflist, each hosts.toml), with
+// the run's own names (its directory, the registry's address) fixed, so
+// that two runs configured alike give the same text. A key of a run the
+// harness configures (upstream.DirectKey) holds this rather than the
+// harness's code: a change to the harness that leaves containerd's
+// configuration alone keeps the key.
+func NodeConfig(o EnvOptions) (string, error) {
+	opts, err := resolveOptions(o.containerdOptions(nodeConfigDir, nodeConfigRegistry))
+	if err != nil {
+		return "", err
+	}
+	files := configFiles(opts)
+	var b strings.Builder
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(&b, "== %s\n%s\n", p, files[p])
+	}
+	return b.String(), nil
 }
 
 // startImageRegistry builds the busybox (with files) and pause images and

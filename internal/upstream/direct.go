@@ -17,10 +17,16 @@ import (
 type DirectInputs struct {
 	// Binaries by role: e2e.test (the specs' source at its release), the
 	// project's nstarget-e2e.test, the kubelet, the control plane, kubectl,
-	// etcd, containerd, its runc shim, runc, the CNI plugins, and the test
-	// binary that writes the cluster's and containerd's configs.
+	// etcd, containerd, its runc shim, runc and the CNI plugins.
 	Binaries map[string]string
-	Images   map[string]*harness.Image // the specs' images, built here: by manifest digest
+	// NodeConfig is what the test rig gives containerd and the cluster's
+	// components (harness.NodeConfig, cluster.NodeConfig): the rig's code
+	// itself is not in the key, so that a change to it that leaves their
+	// configuration alone keeps the key.
+	NodeConfig string
+	// Args are each suite's command line, its paths made placeholders.
+	Args   string
+	Images map[string]*harness.Image // the specs' images, built here: by manifest digest
 	// The run: the specs' selection, processes and bound.
 	Focus, Skip string
 	Procs       int
@@ -38,7 +44,7 @@ func DirectKey(in DirectInputs) baseline.Key {
 	return baseline.Key{Files: in.Binaries, Values: map[string]string{
 		"images": images.String(), "focus": in.Focus, "skip": in.Skip,
 		"procs": fmt.Sprint(in.Procs), "timeout": in.Timeout.String(),
-		"versions": in.Versions, "kernel": in.Kernel,
+		"versions": in.Versions, "kernel": in.Kernel, "node config": in.NodeConfig, "args": in.Args,
 	}}
 }
 

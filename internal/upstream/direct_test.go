@@ -12,7 +12,11 @@ import (
 )
 
 // TestDirectKeyChangesWithEachInput: the direct run's key is the same for
-// the same inputs and changes with any one of them.
+// the same inputs and changes with any one of them: a binary, the images,
+// the run's settings, the versions, the kernel, and the configuration the
+// rig gives containerd and the cluster (not the rig's own code, which is
+// not an input: a change to it that leaves that configuration alone keeps
+// the key).
 func TestDirectKeyChangesWithEachInput(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -22,13 +26,15 @@ func TestDirectKeyChangesWithEachInput(t *testing.T) {
 		}
 		return p
 	}
-	roles := []string{"e2e.test", "nstarget-e2e.test", "kubelet", "kube-apiserver", "etcd", "containerd", "runc", "cni bridge", "test binary"}
+	roles := []string{"e2e.test", "nstarget-e2e.test", "kubelet", "kube-apiserver", "etcd", "containerd", "runc", "cni bridge"}
 	base := func() DirectInputs {
 		in := DirectInputs{
 			Binaries: map[string]string{},
 			Images:   map[string]*harness.Image{"busybox:1.36.1-1": {ManifestDigest: digest.FromString("busybox")}},
 			Focus:    "Ephemeral Containers", Procs: 1, Timeout: 20 * time.Minute,
 			Versions: "e2e.test v1.37.2, kubelet v1.37.2", Kernel: "6.12.0",
+			NodeConfig: "version = 4\nkubelet --config /run/nstarget-key/k/kubelet.yaml",
+			Args:       "e2e.test --provider=skeleton --num-nodes=1",
 		}
 		for _, r := range roles {
 			in.Binaries[r] = write(r, "build of "+r)
@@ -57,6 +63,10 @@ func TestDirectKeyChangesWithEachInput(t *testing.T) {
 		"timeout":  func(in *DirectInputs) { in.Timeout = time.Hour },
 		"versions": func(in *DirectInputs) { in.Versions = "e2e.test v1.37.2, kubelet v1.36.3" },
 		"kernel":   func(in *DirectInputs) { in.Kernel = "6.13.0" },
+		"args":     func(in *DirectInputs) { in.Args = "e2e.test --provider=skeleton --num-nodes=2" },
+		"node config": func(in *DirectInputs) {
+			in.NodeConfig = "version = 4\nkubelet --config /run/nstarget-key/k/kubelet.yaml --v 4"
+		},
 	}
 	for _, r := range roles {
 		changes["binary "+r] = func(*DirectInputs) { write(r, "another build of "+r) }
