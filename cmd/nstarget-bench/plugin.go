@@ -109,7 +109,6 @@ func pluginCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// at info, the default: the harness waits for its synchronization's line
 	p, err := harness.StartPlugin(ctx, bin, filepath.Join(dir, "plugin"), sides[0].env.Containerd, "--log-level", "info")
 	if err != nil {
 		return err
