@@ -103,6 +103,26 @@ func TestPluginModeTarget(t *testing.T) {
 		v := direct.Info(t, dbg).Record(t).Namespaces["pid"].Verify
 		return v != nil && v.Result == oci.Joined
 	})
+	if !toldByProc(s, app) {
+		t.Errorf("the plugin's log has no line saying /proc told the target's pid (%q), target %s: containerd was asked instead", procToldLog, app)
+	}
+}
+
+// procToldLog is what the plugin logs (debug) when /proc, not containerd,
+// told it that the pid containerd wrote is the target's init
+// (server.localConfirmedLog).
+const procToldLog = "the target's pid told by /proc, not asked of containerd"
+
+// toldByProc tells whether plugin s logged that /proc confirmed target's
+// pid as its init (refused nothing).
+func toldByProc(s *harness.Shim, target string) bool {
+	b, _ := os.ReadFile(s.LogPath())
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, procToldLog) && strings.Contains(line, "target="+target) && strings.Contains(line, "refused=\"<nil>\"") {
+			return true
+		}
+	}
+	return false
 }
 
 // The target is killed after the debug container's create and an unrelated
@@ -122,6 +142,9 @@ func TestPluginModePIDReuseBetweenCreateAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	dbg := mustCreate(t, direct, p, "debug", targetOf(app))
+	if !toldByProc(s, app) {
+		t.Errorf("the plugin's log has no line saying /proc told the target's pid (%q): containerd's word was asked instead", procToldLog)
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -322,4 +345,17 @@ func TestPluginModeSharedPodPID(t *testing.T) {
 		t.Errorf("its spec names pid namespace %q, want containerd's /proc/<sandbox pid>/ns/pid", got)
 	}
 	mustStart(t, direct, id)
+}
+
+// The harness starts a plugin at log level warn (no line at info or debug
+// to wait for) and knows when it is connected: by its /healthz. A TARGET
+// create right after is pinned.
+func TestPluginModeStartsAtLogLevelWarn(t *testing.T) {
+	s := startPlugin(t, shimBin, "--log-level", "warn")
+	p := runPod(t, direct, ownMode)
+	app := run(t, direct, p, "app", pidOwn)
+	dbg := mustCreate(t, direct, p, "debug", targetOf(app))
+	if got := nsPath(direct.Info(t, dbg), "pid"); got != pinNameOf(s, dbg) {
+		t.Errorf("debug container's pid namespace %q, want the plugin's pin %s", got, pinNameOf(s, dbg))
+	}
 }

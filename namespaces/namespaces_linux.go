@@ -48,51 +48,80 @@ func Same(a, b string) (bool, error) {
 // for the pid again), once Open has returned. On success the handles keep
 // the namespaces alive until closed.
 func Open(pid int, kinds []Kind) ([]*Handle, error) {
+	hs, _, err := open(pid, kinds, false)
+	return hs, err
+}
+
+// OpenIdentified is Open, and what /proc says of the process (Identity),
+// read after its namespaces were opened and before the pidfd's check that
+// it is still alive: the namespaces and the identity are of the process the
+// pidfd holds, the one that had pid when it was opened.
+func OpenIdentified(pid int, kinds []Kind) ([]*Handle, Identity, error) {
+	return open(pid, kinds, true)
+}
+
+func open(pid int, kinds []Kind, identify bool) (_ []*Handle, who Identity, retErr error) {
 	if pid <= 0 {
-		return nil, fmt.Errorf("open namespaces of pid %d: invalid pid", pid)
+		return nil, who, fmt.Errorf("open namespaces of pid %d: invalid pid", pid)
 	}
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return nil, fmt.Errorf("pidfd_open %d: %w", pid, ErrExited)
+			return nil, who, fmt.Errorf("pidfd_open %d: %w", pid, ErrExited)
 		}
-		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+		return nil, who, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
-
-	handles := make([]*Handle, 0, len(kinds))
-	closeAll := func() {
-		for _, h := range handles {
-			h.Close()
-		}
+	handles, err := openKinds(pid, kinds)
+	if err != nil {
+		return nil, who, err
 	}
-	for _, kind := range kinds {
-		if kind == Shm {
-			h, err := openShm(pid)
-			if err != nil {
-				closeAll()
-				return nil, err
-			}
-			if h != nil {
-				handles = append(handles, h)
-			}
-			continue
+	defer func() {
+		if retErr != nil {
+			closeAll(handles)
 		}
-		h, err := openNS(pid, kind)
-		if err != nil {
-			closeAll()
-			return nil, err
+	}()
+	if identify {
+		if who, err = identityOf(pid); err != nil {
+			return nil, who, err
 		}
-		handles = append(handles, h)
 	}
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
-		closeAll()
 		if errors.Is(err, unix.ESRCH) {
-			return nil, fmt.Errorf("pid %d after opening its namespaces: %w", pid, ErrExited)
+			return nil, who, fmt.Errorf("pid %d after opening its namespaces: %w", pid, ErrExited)
 		}
-		return nil, fmt.Errorf("pidfd_send_signal %d: %w", pid, err)
+		return nil, who, fmt.Errorf("pidfd_send_signal %d: %w", pid, err)
+	}
+	return handles, who, nil
+}
+
+// openKinds opens the namespaces of kinds of process pid (Shm: its
+// /dev/shm, if it has one), all or none.
+func openKinds(pid int, kinds []Kind) ([]*Handle, error) {
+	handles := make([]*Handle, 0, len(kinds))
+	for _, kind := range kinds {
+		var h *Handle
+		var err error
+		if kind == Shm {
+			h, err = openShm(pid)
+		} else {
+			h, err = openNS(pid, kind)
+		}
+		if err != nil {
+			closeAll(handles)
+			return nil, err
+		}
+		if h != nil {
+			handles = append(handles, h)
+		}
 	}
 	return handles, nil
+}
+
+func closeAll(hs []*Handle) {
+	for _, h := range hs {
+		h.Close()
+	}
 }
 
 // openNS opens the namespace of kind of process pid.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +48,27 @@ func TestOpenOwnProcess(t *testing.T) {
 		if h.ID != want {
 			t.Errorf("%s handle = %v, want %v", h.Kind, h.ID, want)
 		}
+	}
+}
+
+// OpenIdentified reads the process's own /proc: its cgroups as
+// /proc/self/cgroup shows them, and its NSpid.
+func TestOpenIdentifiedOwnProcess(t *testing.T) {
+	hs, who, err := OpenIdentified(os.Getpid(), []Kind{PID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(hs)
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := parseCgroupPaths(string(b))
+	if len(hs) != 1 || !slices.Equal(who.Cgroups, want) || len(who.NSpid) == 0 {
+		t.Errorf("OpenIdentified: %d handles, %+v; want one, the cgroups %q and an NSpid", len(hs), who, want)
+	}
+	if _, _, err := OpenIdentified(0, []Kind{PID}); err == nil {
+		t.Error("pid 0 accepted")
 	}
 }
 
@@ -149,10 +171,4 @@ func waitGone(t *testing.T, pid int) {
 func mounted(path string) bool {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	return strings.Contains(string(b), " "+path+" ")
-}
-
-func closeAll(hs []*Handle) {
-	for _, h := range hs {
-		h.Close()
-	}
 }

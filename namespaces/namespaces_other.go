@@ -15,6 +15,9 @@ func Same(string, string) (bool, error) { return false, errUnsupported }
 // Open is not supported off Linux.
 func Open(int, []Kind) ([]*Handle, error) { return nil, errUnsupported }
 
+// OpenIdentified is not supported off Linux.
+func OpenIdentified(int, []Kind) ([]*Handle, Identity, error) { return nil, Identity{}, errUnsupported }
+
 // Pin is not supported off Linux.
 func Pin(*Handle, string) error { return errUnsupported }
 

@@ -187,16 +187,23 @@ func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 }
 
 // decided finishes d, decided before the container existed: the target's
-// process, as containerd names it, must be the one whose pid containerd
-// wrote into the container's spec, when its namespaces were opened and
-// when containerd is asked again (the confirmation, waited for here).
+// process must be the one whose pid containerd wrote into the container's
+// spec, when its namespaces were opened and when that pid is confirmed
+// (waited for here): by /proc (its container's cgroup, the init of its PID
+// namespace), or by containerd's word again (openConfirmed).
 func (m *pluginMode) decided(d *decision, tg *target, pid uint32) {
 	if tg.failed != nil {
 		return
 	}
-	now := tg.pid
+	now, err := tg.pid, tg.confirm()
 	var changed *pidChangedError
-	if errors.As(tg.confirm(), &changed) {
+	var other *notTargetError
+	switch {
+	case errors.As(err, &other):
+		d.fallBackTargeted(reasonPIDNotInPod, codes.FailedPrecondition,
+			fmt.Sprintf("containerd pointed the container at pid %d, which is not the target's process (%s)", pid, other.why))
+		return
+	case errors.As(err, &changed):
 		now = changed.now
 	}
 	if now != pid {
@@ -248,7 +255,9 @@ func (m *pluginMode) Refused(undone error) {
 // from now on (procs), and a container with pins is checked (the verifier,
 // as the proxy's start hook queues it).
 func (m *pluginMode) Started(pod *nriapi.PodSandbox, ctr *nriapi.Container) {
-	m.procs.started(ctr.GetId(), proc{sandbox: pod.GetId(), name: ctr.GetName(), pid: ctr.GetPid()})
+	pr := procOf(ctr)
+	pr.sandbox = pod.GetId()
+	m.procs.started(ctr.GetId(), pr)
 	if _, pinned := m.t.pins.Path(ctr.GetId(), namespaces.PID); pinned {
 		m.t.verify.started(ctr.GetId())
 	}

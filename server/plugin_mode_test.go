@@ -128,23 +128,47 @@ func TestPluginModeCreate(t *testing.T) {
 	}
 }
 
-// The answer to a container NRI told of asks containerd one thing while
-// containerd waits for it: its word again on the target's pid, once the
-// target's namespaces are opened through a pidfd (the confirmation). The
-// target, its pod and its pid are NRI's word, asked of no one.
-func TestPluginModeCreateAsksContainerdOnce(t *testing.T) {
-	r, m := newPluginRig(t, false)
-	r.addTarget("app", "sb", runtimeapi.ContainerState_CONTAINER_RUNNING)
+// The answer to a container NRI told of with its cgroups path asks
+// containerd nothing while containerd waits for it: the target, its pod
+// and its pid are NRI's word, and the pid is confirmed by /proc once the
+// target's namespaces are opened through a pidfd (openConfirmed). A
+// target NRI told of without a cgroups path, or found through containerd's
+// CRI (not told yet), is confirmed by containerd's word: asked once, after
+// the pidfd.
+func TestPluginModeCreateAsksContainerd(t *testing.T) {
+	for _, tc := range []struct {
+		desc   string
+		synced []*nriapi.Container
+		want   int32
+	}{
+		{desc: "told with its cgroups path", synced: []*nriapi.Container{runningIn("app", "sb", 4242, "/kubepods/pod1/app")}, want: 0},
+		{desc: "told without a cgroups path", synced: []*nriapi.Container{running("app", "sb", 4242)}, want: 1},
+		{desc: "not told: containerd's CRI", want: 1},
+	} {
+		r, m := newPluginRig(t, false)
+		r.addTarget("app", "sb", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		asked := countAsks(r, 4242)
+		m.Synchronized([]*nriapi.PodSandbox{nriPod}, tc.synced)
+		before := asked() // the CRI's lookup of a target not told of asks for its pid too
+		adj, err := m.Create(nriPod, debugCtr("/proc/4242/ns/pid"))
+		if err != nil || pidPath(adj) != "/pins/dbg/pid" || !r.pinned("dbg") {
+			t.Fatalf("%s: answer %v, %v: want the pin of app", tc.desc, adj, err)
+		}
+		if tc.synced == nil {
+			before++ // procs.find's TaskPID of the pod's running container
+		}
+		if n := asked() - before; n != tc.want {
+			t.Errorf("%s: asked containerd to confirm the target's pid %d times: want %d", tc.desc, n, tc.want)
+		}
+	}
+}
+
+// countAsks makes containerd's word on a task's pid pid, and counts the
+// times it is asked for it.
+func countAsks(r *rig, pid uint32) func() int32 {
 	var asked atomic.Int32
-	r.tasks.answer = func() (uint32, error) { asked.Add(1); return 4242, nil }
-	m.Synchronized([]*nriapi.PodSandbox{nriPod}, []*nriapi.Container{running("app", "sb", 4242)})
-	adj, err := m.Create(nriPod, debugCtr("/proc/4242/ns/pid"))
-	if err != nil || pidPath(adj) != "/pins/dbg/pid" || !r.pinned("dbg") {
-		t.Fatalf("answer %v, %v: want the pin of app", adj, err)
-	}
-	if n := asked.Load(); n != 1 {
-		t.Errorf("asked containerd for the target's pid %d times: want once, the confirmation after the pidfd", n)
-	}
+	r.tasks.answer = func() (uint32, error) { asked.Add(1); return pid, nil }
+	return asked.Load
 }
 
 // A container whose PID namespace names no other process's is not the

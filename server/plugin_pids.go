@@ -28,11 +28,18 @@ type procs struct {
 	byID map[string]proc
 }
 
-// proc is one container's pod sandbox, name and init's pid.
+// proc is one container's pod sandbox, name, init's pid, and cgroups path
+// ("" if NRI told none).
 type proc struct {
 	sandbox string
 	name    string
 	pid     uint32
+	cgroups string
+}
+
+// procOf is container c as NRI tells it.
+func procOf(c *nriapi.Container) proc {
+	return proc{sandbox: c.GetPodSandboxId(), name: c.GetName(), pid: c.GetPid(), cgroups: c.GetLinux().GetCgroupsPath()}
 }
 
 func newProcs(cri backendCRI, tasks taskLookup) *procs {
@@ -47,7 +54,7 @@ func (p *procs) reset(ctrs []*nriapi.Container) {
 	p.byID = map[string]proc{}
 	for _, c := range ctrs {
 		if c.GetPid() != 0 && c.GetState() == nriapi.ContainerState_CONTAINER_RUNNING {
-			p.byID[c.GetId()] = proc{sandbox: c.GetPodSandboxId(), name: c.GetName(), pid: c.GetPid()}
+			p.byID[c.GetId()] = procOf(c)
 		}
 	}
 }
@@ -100,7 +107,7 @@ func (p *procs) known(sandbox string, pid uint32) found {
 // foundRunning is container id, running as pr, as the create resolves a
 // target (findTarget's answer, containerd's word on it).
 func foundRunning(id string, pr proc) found {
-	return found{matches: 1, pid: pr.pid, ctr: &runtimeapi.Container{Id: id, PodSandboxId: pr.sandbox,
+	return found{matches: 1, pid: pr.pid, cgroups: pr.cgroups, ctr: &runtimeapi.Container{Id: id, PodSandboxId: pr.sandbox,
 		Metadata: &runtimeapi.ContainerMetadata{Name: pr.name}, State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 }
 

@@ -69,6 +69,10 @@ type rig struct {
 	pins       *fakePins
 	opened     [][]namespaces.Kind
 	live       bool // what hasInit answers
+	// identity is what /proc says of the process a pid names, for
+	// openIdentified (nil: a process in cgroup /kubepods/pod1/app, init of
+	// its PID namespace)
+	identity func(pid int) namespaces.Identity
 
 	// the NRI path (newNRIRig): NRI's runtime, its socket, the adjustments
 	// it returned by container id, and an error that fails the create after
@@ -135,6 +139,13 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 			hs[i] = &namespaces.Handle{Kind: k, ID: namespaces.ID{Dev: 4, Ino: 4026530000 + uint64(i)}}
 		}
 		return hs, nil
+	}
+	k.openIdentified = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error) {
+		hs, err := r.server.target.openNS(pid, kinds) // as a test set it
+		if r.identity != nil {
+			return hs, r.identity(pid), err
+		}
+		return hs, namespaces.Identity{Cgroups: []string{"/kubepods/pod1/app"}, NSpid: []int{pid, 1}}, err
 	}
 	k.hasInit = func(string) (bool, error) { return r.live, nil }
 	k.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }

@@ -184,15 +184,17 @@ type deps struct {
 // kernel is the kernel's side of targeting (package namespaces), replaced in
 // unit tests.
 type kernel struct {
-	openNS  func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error)
-	hasInit func(path string) (bool, error)
-	canJoin func(h *namespaces.Handle, userns string) (bool, error)
-	stat    func(path string) (namespaces.ID, error)
+	openNS func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error)
+	// openIdentified is openNS, and what /proc says of the process.
+	openIdentified func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error)
+	hasInit        func(path string) (bool, error)
+	canJoin        func(h *namespaces.Handle, userns string) (bool, error)
+	stat           func(path string) (namespaces.ID, error)
 }
 
 // hostKernel is the kernel's side as the shim uses it.
 func hostKernel() kernel {
-	return kernel{openNS: namespaces.Open, hasInit: namespaces.HasInit, canJoin: namespaces.CanJoin, stat: namespaces.Stat}
+	return kernel{openNS: namespaces.Open, openIdentified: namespaces.OpenIdentified, hasInit: namespaces.HasInit, canJoin: namespaces.CanJoin, stat: namespaces.Stat}
 }
 
 // sideEvents hands containerd's task events to the check after a start and

@@ -31,8 +31,9 @@ type target struct {
 	handles []*namespaces.Handle
 	shm     *namespaces.Handle
 	failed  *failure // why its namespaces were not opened; nil if they were
-	// confirm waits (once; either path may ask first) for containerd to
-	// confirm pid as the target's, after the namespaces were opened.
+	// confirm waits (once; either path may ask first) for pid to be
+	// confirmed as the target's, after the namespaces were opened: by
+	// containerd's word, or already by /proc (openConfirmed).
 	confirm func() error
 }
 
@@ -92,8 +93,8 @@ func (pr *preparation) close() {
 
 // resolve is the preparation itself: the target found (findTarget), in the
 // request's pod (req), with its pid; the namespaces the plan asks for (p)
-// opened through that pid, which is then confirmed in the background
-// (confirmation).
+// opened through that pid, which is then confirmed, by /proc at once or by
+// containerd in the background (openConfirmed).
 func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *plan) (*target, error) {
 	name, sandbox := req.Name, req.SandboxID
 	c, err := t.targetOf(ctx, name, p)
@@ -125,7 +126,7 @@ func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *pla
 	if slices.Contains(kinds, namespaces.IPC) {
 		kinds = append(slices.Clip(kinds), namespaces.Shm)
 	}
-	hs, err := t.openNS(int(c.pid), kinds)
+	hs, confirm, err := t.openConfirmed(lctx, tg.id, c, kinds)
 	if err != nil {
 		tg.failed = &failure{why: whyNoNamespace(err), code: codeOf(err), reason: fmt.Sprintf("open the target's namespaces: %v", err)}
 		return tg, nil
@@ -138,7 +139,7 @@ func (t *targeter) resolve(ctx, lctx context.Context, req criwire.Create, p *pla
 		}
 		tg.handles = append(tg.handles, h)
 	}
-	tg.confirm = t.confirmation(lctx, tg.id, c.pid)
+	tg.confirm = confirm
 	return tg, nil
 }
 
@@ -165,6 +166,9 @@ type found struct {
 	ctr     *runtimeapi.Container
 	pid     uint32
 	pidErr  error
+	// cgroups is the container's cgroups path as NRI told it (the plugin
+	// mode), "" when not known: then containerd confirms the pid.
+	cgroups string
 }
 
 // failure is why the namespaces of the target found cannot be opened: it

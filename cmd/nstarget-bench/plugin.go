@@ -30,8 +30,10 @@ import (
 // plugin attached to the first. A pid TARGET container is created, started,
 // stopped and removed on each in turn, one of each a round, which goes
 // first alternating. First a control phase with the plugin attached to
-// neither (what the two containerds differ by alone), then the same with
-// the plugin attached. The figures: the first's time minus the second's,
+// neither (what the two containerds differ by alone), then two with a
+// do-nothing NRI plugin attached to the first (plugin_floor.go: NRI's own
+// cost, the floor; and with PostCreateContainer too), then the same with
+// cri-nstarget's plugin attached. The figures: the first's time minus the second's,
 // pairwise (all pairs, as bench-target's: the median is its "pairwise"),
 // median and p90, per phase; the plugin's VmRSS and VmHWM after the creates.
 
@@ -93,12 +95,20 @@ func pluginCmd(ctx context.Context, args []string) error {
 	if v, err := sides[0].rt.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
 		m.containerd = fmt.Sprintf("%s %s (two private, same binary and configuration)", v.GetRuntimeName(), v.GetRuntimeVersion())
 	}
-	fmt.Printf("%d rounds without the plugin, then %d with it attached to the first containerd\n", o.control, o.count)
+	fmt.Printf("%d rounds without the plugin, %d with a do-nothing NRI plugin attached to the first containerd (CreateContainer), %d with one "+
+		"subscribed to PostCreateContainer too, then %d with cri-nstarget's plugin attached to the first containerd\n", o.control, o.control, o.control, o.count)
 	control, err := pluginRounds(ctx, sides, o.control, nil)
 	if err != nil {
 		return err
 	}
-	// at info, the default: the harness waits for its synchronization's line
+	floor, err := floorRounds(ctx, sides, o.control, false)
+	if err != nil {
+		return err
+	}
+	floorPost, err := floorRounds(ctx, sides, o.control, true)
+	if err != nil {
+		return err
+	}
 	p, err := harness.StartPlugin(ctx, bin, filepath.Join(dir, "plugin"), sides[0].env.Containerd, "--log-level", "info")
 	if err != nil {
 		return err
@@ -110,7 +120,10 @@ func pluginCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	rss, hwm := memKiB(p.PID())
-	fmt.Printf("\n%s\n", pluginReport(control, with))
+	fmt.Printf("\n%s\n", pluginReport([]namedPhase{{"control: no plugin", control},
+		{"the floor: a do-nothing NRI plugin (CreateContainer) on the first", floor},
+		{"a do-nothing NRI plugin (CreateContainer, PostCreateContainer) on the first", floorPost},
+		{"the plugin attached to the first", with}}))
 	fmt.Printf("the plugin (pid %d): VmRSS %.1f MiB after %d TARGET creates (%.1f MiB once synchronized), VmHWM %.1f MiB\n",
 		p.PID(), mib(rss), o.count, mib(rss0), mib(hwm))
 	fmt.Printf("\n%s: %s; %d CPUs, %s, %s, kernel %s; %s; state on %s; in %v\n", commandLine(append([]string{"plugin"}, args...)), m.containerd,
@@ -227,15 +240,18 @@ func pinnedByPlugin(ctx context.Context, s *pluginSide, id string) error {
 	return nil
 }
 
-// pluginReport is the table of the two phases: each side's times and the
+// namedPhase is a phase of the report and its name.
+type namedPhase struct {
+	name string
+	p    phase
+}
+
+// pluginReport is the table of the phases: each side's times and the
 // first's minus the second's over all pairs, median and p90.
-func pluginReport(control, with phase) string {
+func pluginReport(phases []namedPhase) string {
 	var b strings.Builder
 	b.WriteString("| phase | call, pid TARGET | first containerd: min / p50 / p99 | containerd's own: min / p50 / p99 | first − own, pairwise: p50 / p90 |\n|---|---|---|---|---|\n")
-	for _, ph := range []struct {
-		name string
-		p    phase
-	}{{"control: no plugin", control}, {"the plugin attached to the first", with}} {
+	for _, ph := range phases {
 		for _, call := range []struct {
 			name string
 			ds   [2][]time.Duration

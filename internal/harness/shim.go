@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +103,9 @@ type Shim struct {
 	// Runtime and Images are nil, and it is ready once containerd has
 	// synchronized it.
 	Plugin bool
+	// health is the plugin mode's /healthz (its --metrics-address), by
+	// which StartPlugin knows it connected, whatever its log level.
+	health string
 	// Wrap, if set, is the command that runs Binary and Args (its program
 	// and arguments before them: unshare's, say), and execs it: the pid is
 	// the shim's.
@@ -176,8 +182,12 @@ func StartPlugin(ctx context.Context, binary, dir string, c *Containerd, extra .
 // unshare --mount --propagation private, for one in a mount namespace of
 // its own, as in its pod.
 func StartPluginWrapped(ctx context.Context, wrap []string, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
-	s := &Shim{Binary: binary, Dir: dir, Plugin: true, Wrap: wrap}
-	s.Args = append(append([]string{"--config=", "--events-kubeconfig=", "--mode", "plugin"}, s.backendArgs(c)...), extra...)
+	addr, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+	s := &Shim{Binary: binary, Dir: dir, Plugin: true, Wrap: wrap, health: "http://" + addr + "/healthz"}
+	s.Args = append(append([]string{"--config=", "--events-kubeconfig=", "--mode", "plugin"}, s.backendArgs(c)...), withMetricsAddress(extra, addr)...)
 	if err := s.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -206,14 +216,11 @@ func (s *Shim) Syncs() int {
 }
 
 // ready tells whether the shim serves: its CRI answers, or, in the plugin
-// mode, containerd has synchronized it since it started (synced before:
-// the count then).
-func (s *Shim) ready(ctx context.Context, before int) error {
+// mode, its /healthz says it is connected to containerd's NRI (whatever
+// its log level; containerd's creates then wait for its synchronization).
+func (s *Shim) ready(ctx context.Context) error {
 	if s.Plugin {
-		if s.Syncs() > before {
-			return nil
-		}
-		return errors.New("not synchronized by containerd's NRI yet")
+		return healthy(ctx, s.health)
 	}
 	vctx, vcancel := context.WithTimeout(ctx, time.Second)
 	defer vcancel()
@@ -230,7 +237,6 @@ func (s *Shim) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shim log: %w", err)
 	}
-	before := s.Syncs()
 	argv := append(append(slices.Clone(s.Wrap), s.Binary), s.Args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -245,7 +251,7 @@ func (s *Shim) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
-		err := s.ready(ctx, before)
+		err := s.ready(ctx)
 		if err == nil {
 			return nil
 		}
@@ -314,4 +320,52 @@ func tail(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
+}
+
+// withMetricsAddress is args with --metrics-address addr: in place of the
+// one they give (whose address the log's "serving metrics" line still
+// tells, MetricsAddr), else added.
+func withMetricsAddress(args []string, addr string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		switch {
+		case a == "--metrics-address" && i+1 < len(out):
+			out[i+1] = addr
+			return out
+		case strings.HasPrefix(a, "--metrics-address="):
+			out[i] = "--metrics-address=" + addr
+			return out
+		}
+	}
+	return append(out, "--metrics-address", addr)
+}
+
+// freeAddress is a loopback host:port nothing listens on now.
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("a port for the plugin's /healthz: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// healthy is nil once url answers 200.
+func healthy(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s %s", url, resp.Status, b)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -28,5 +29,20 @@ func TestHasFlag(t *testing.T) {
 	}
 	if !hasFlag(bin, "events-kubeconfig") || hasFlag(bin, "events") || hasFlag(bin, "nri-socket") {
 		t.Error("hasFlag reads the usage wrong")
+	}
+}
+
+// The plugin's --metrics-address is the harness's, whichever way the
+// caller gave one, so that its /healthz tells when it is connected.
+func TestWithMetricsAddress(t *testing.T) {
+	for _, tc := range []struct{ args, want []string }{
+		{nil, []string{"--metrics-address", "127.0.0.1:7"}},
+		{[]string{"--log-level", "warn"}, []string{"--log-level", "warn", "--metrics-address", "127.0.0.1:7"}},
+		{[]string{"--metrics-address", "127.0.0.1:0", "-x"}, []string{"--metrics-address", "127.0.0.1:7", "-x"}},
+		{[]string{"--metrics-address=127.0.0.1:0"}, []string{"--metrics-address=127.0.0.1:7"}},
+	} {
+		if got := withMetricsAddress(tc.args, "127.0.0.1:7"); !slices.Equal(got, tc.want) {
+			t.Errorf("withMetricsAddress(%q) = %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }
