@@ -123,13 +123,17 @@ func (c *create) made(out []byte) (string, error) {
 // it (createThrough). A try that made nothing because the runtime refused
 // NRI's namespace adjustments, or because another NRI plugin sets a
 // namespace it targets (its decision then falls back for them, once:
-// decider.conflicted), is tried again (errTryAgain), through the path chosen
-// then.
+// decider.conflicted), is tried again (tryAgain), through the path chosen
+// then; the last try's error is the create's.
 func (t *targeter) createVia(ctx context.Context, c *create) (created, error) {
 	for try := 1; ; try++ {
 		res, err := t.createThrough(ctx, c)
-		if !errors.Is(err, errTryAgain) || try == maxTries {
+		var again *tryAgain
+		if !errors.As(err, &again) {
 			return res, err
+		}
+		if try == maxTries {
+			return created{}, again.err
 		}
 	}
 }
@@ -138,8 +142,11 @@ func (t *targeter) createVia(ctx context.Context, c *create) (created, error) {
 // NRI, then the Update path.
 const maxTries = 3
 
-// errTryAgain: the try made nothing, and the create is to be tried again.
-var errTryAgain = errors.New("nothing made: try again")
+// tryAgain: the try made nothing (err, containerd's), and the create is to
+// be tried again.
+type tryAgain struct{ err error }
+
+func (e *tryAgain) Error() string { return "nothing made, to be tried again: " + e.err.Error() }
 
 // createThrough is one try of c's create, through the path chosen for it.
 func (t *targeter) createThrough(ctx context.Context, c *create) (created, error) {
@@ -215,13 +222,13 @@ func (t *targeter) createViaNRI(ctx context.Context, c *create, a *nriAnswer) (c
 	case nriplugin.IsNamespaceRefusal(err):
 		t.nri.Refuse(err)
 		t.log.WithError(err).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
-		return created{}, errTryAgain
+		return created{}, &tryAgain{err}
 	case nriplugin.IsNamespaceConflict(err) && !c.conflicted:
 		c.conflicted = true
-		if err := c.dec.conflicted(a.d, err); err != nil {
-			return created{}, err
+		if serr := c.dec.conflicted(a.d, err); serr != nil {
+			return created{}, serr
 		}
-		return created{}, errTryAgain
+		return created{}, &tryAgain{err}
 	}
 	return created{}, err
 }
