@@ -25,16 +25,18 @@
 //	                   createTargeted, or forwarded as it came
 //	target_plan.go     plan: what a request asks for (planFor), validated
 //	target_create.go   createTargeted, the targeted create top to bottom:
-//	                   prepare, record the intent, create through one path,
-//	                   keep the pins the container joins, report; each
-//	                   resource with one owner and one deferred undo. The
-//	                   two paths, each top to bottom: createViaNRI (the
-//	                   answer registered, the forward, the answer settled;
-//	                   the Update path when the runtime refuses namespace
-//	                   adjustments, createConflicted when another plugin
-//	                   wins) and createViaUpdate (what is decided before the
-//	                   container exists, before; the forward; the spec
+//	                   prepare, record the intent, create through the path
+//	                   chosen, keep the pins the container joins, report;
+//	                   each resource with one owner and one deferred undo.
+//	                   createVia runs the tries, each through its path
+//	                   (createThrough): createViaNRI (the forward with the
+//	                   token, the answer settled; a conflict or the
+//	                   runtime's refusal of NRI is tried again) and
+//	                   createViaUpdate (the forward as without NRI; the spec
 //	                   pointed through containerd's API, pointSpec)
+//	target_path.go     the path of a try (path: NRI, Update, refuse), chosen
+//	                   before its forward (choosePath; pathFor, pure): NRI
+//	                   when the answer is registered, else from the decision
 //	nri_answer.go      the NRI answer (nriAnswer): registered by the NRI
 //	                   path (expect), run inside containerd's create; its
 //	                   decide-and-render (answerNRI) is the plugin mode's too
@@ -46,13 +48,17 @@
 //	reconcile.go       crash recovery: the intent record of a create in
 //	                   flight (begin, flight: forwarded, made, end),
 //	                   reconcile, stale pins
-//	target_decide.go   the decision (decision): what is decided before the
-//	                   container exists (decisionFor), the one decision of
-//	                   both paths (decideContainer: the pid's confirmation,
-//	                   decide, strict mode's refusal); decide is what joins,
-//	                   the pins taken in one step through what it is handed,
-//	                   the ipc /dev/shm; no I/O but the kernel's checks and
-//	                   the pins, both injected
+//	target_decide.go   the decision (decision): one per create (decider:
+//	                   made once, by whoever asks first, from what is
+//	                   decided before the container exists, decisionFor, and
+//	                   strict mode's refusal; after a conflict, the try's,
+//	                   its namespaces falling back), and each container
+//	                   tried decided from a copy of it (decideContainer: the
+//	                   pid's confirmation, decide, strict mode's refusal; the
+//	                   NRI answer's, the Update path's and the plugin mode's);
+//	                   decide is what joins, the pins taken in one step
+//	                   through what it is handed, the ipc /dev/shm; no I/O
+//	                   but the kernel's checks and the pins, both injected
 //	target_pins.go     the pins one create takes (createPins): take, keep
 //	                   (the container answered with joins them), and the
 //	                   one undo, release
@@ -85,7 +91,7 @@
 //	plugin_mode.go     pluginMode, nriplugin's Watcher: a create whose PID
 //	                   namespace is another process's /proc/<pid>/ns/pid
 //	                   planned with that pid's container as target, prepared,
-//	                   decided and rendered by answerNRI; PostStartContainer
+//	                   decided (the proxy's decider) and rendered by answerNRI; PostStartContainer
 //	                   queues the check, RemoveContainer releases the pins,
 //	                   Synchronize releases those of containers gone
 //	plugin_pids.go     procs: which running container of a pod has a pid
@@ -121,8 +127,10 @@
 // queue's jobs run one at a time, so that no two of them edit a
 // container's record at once. A create's state has one writer at a time,
 // each for its lifetime: the preparation writes the target once, before it
-// is done, and everyone after only reads it; the decision and the pins are
-// the create's handler's, except while its NRI event is being answered
+// is done, and everyone after only reads it; the create's decision (decider)
+// is written once, by whoever asks first, and after a conflict by the
+// handler, between tries; each try's copy of it and the pins are the
+// create's handler's, except while its NRI event is being answered
 // (nriAnswer.adjust, on the NRI stub's goroutine), which writes its own
 // decision into its nriAnswer and takes pins into the create's createPins;
 // nriplugin's Settle hands both back only once that answer is done. The

@@ -24,9 +24,8 @@ func (t *targeter) expect(c *create, a *nriAnswer) bool {
 // nriplugin's Settle has returned, which waits for the answer: it has one
 // writer at a time, as the pins the answer takes (createPins) do.
 type nriAnswer struct {
-	t    *targeter
-	c    *create
-	only *decision // answer with this record alone, joining nothing (after a conflict); nil: decide
+	t *targeter
+	c *create
 
 	id   string        // the container the event was for; "" if none came
 	d    decision      // what the answer decided, and rendered
@@ -34,22 +33,19 @@ type nriAnswer struct {
 }
 
 // adjust answers the event of the container the backend makes (ctr): it
-// waits for the preparation (its error refuses the create, so containerd
-// makes nothing), decides with the event's copy of the container's spec,
-// taking the pins (decideContainer), and renders the decision as the
-// adjustment that containerd applies inside its CreateContainer. A
-// fallback is answered with its record; strict mode's refusal refuses the
-// create.
+// takes the create's decision (decider: made once, the preparation waited
+// for; its error refuses the create, so containerd makes nothing), decides
+// with the event's copy of the container's spec, taking the pins
+// (decideContainer), and renders the decision as the adjustment that
+// containerd applies inside its CreateContainer. A fallback (after a
+// conflict, every namespace) is answered with its record; strict mode's
+// refusal refuses the create.
 func (a *nriAnswer) adjust(ctr *nriapi.Container) (_ *nriapi.ContainerAdjustment, err error) {
 	defer func(start time.Time) { a.took = time.Since(start) }(time.Now())
 	a.id = ctr.GetId()
-	if a.only != nil {
-		a.d = *a.only
-		return renderNRI(&a.d, pointing{})
-	}
 	failpoint("create:nri-event")
 	var tg *target
-	if tg, a.d, err = a.t.before(a.c.prep); err != nil {
+	if tg, a.d, err = a.c.dec.decided(); err != nil {
 		return nil, err
 	}
 	return a.t.answerNRI(&a.d, tg, ctr, a.c.pins)
@@ -57,7 +53,7 @@ func (a *nriAnswer) adjust(ctr *nriapi.Container) (_ *nriapi.ContainerAdjustment
 
 // answerNRI is the one NRI answer of both modes (the proxy's nriAnswer, the
 // plugin mode's pluginMode.answer), for the container containerd is making
-// (ctr), once d was decided before it existed (before): d is finished with
+// (ctr), once d was decided before it existed (decider): d is finished with
 // the event's copy of the spec, taking the pins into pins (decideContainer,
 // the Update path's decision too), and rendered as the adjustment containerd
 // applies inside its create (renderNRI). A fallback is answered with its

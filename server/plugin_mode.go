@@ -165,7 +165,7 @@ func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 	}
 	defer f.answered()
 	failpoint("create:nri-event")
-	tg, d, err := t.before(prep)
+	tg, d, err := t.decider(prep).decided()
 	var ref *refusal
 	switch {
 	case errors.As(err, &ref):

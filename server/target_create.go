@@ -2,11 +2,10 @@ package server
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"google.golang.org/grpc/codes"
 
 	"github.com/cri-nstarget/cri-nstarget/intents"
 	"github.com/cri-nstarget/cri-nstarget/nriplugin"
@@ -16,14 +15,14 @@ import (
 // createTargeted is createContainer for a request that asks for targeting
 // (p), whose NRI event is to carry token, top to bottom: it starts
 // preparing (resolving the target, opening its namespaces), records the
-// intent, creates the container through NRI (createViaNRI) or through
-// containerd's API (createViaUpdate), keeps the pins it joins, and
-// reports. Each resource has one owner here and one deferred undo: the
-// preparation (closed), the pins (released, but for those the answer
-// keeps), the intent record (removed, or left to the reconciler with what
-// the backend may have made; flight.end). A failed create leaves no
-// container, no pin and no record (but one whose container the backend may
-// have made, which the reconciler removes).
+// intent, creates the container through the path chosen for it (createVia:
+// NRI, Update, or refused), keeps the pins it joins, and reports. Each
+// resource has one owner here and one deferred undo: the preparation
+// (closed), the pins (released, but for those the answer keeps), the intent
+// record (removed, or left to the reconciler with what the backend may have
+// made; flight.end). A failed create leaves no container, no pin and no
+// record (but one whose container the backend may have made, which the
+// reconciler removes).
 func (t *targeter) createTargeted(ctx context.Context, req createRequest, token string, p *plan, fwd forwardFunc) (_ []byte, retErr error) {
 	w := t.report.stopwatch()
 	defer func() { t.report.refused(retErr) }()
@@ -53,13 +52,8 @@ func (t *targeter) createTargeted(ctx context.Context, req createRequest, token 
 	failpoint("create:recorded")
 	w.lap("prepare_record")
 
-	c := &create{req: req, token: token, prep: prep, pins: pins, flight: f, fwd: fwd, lctx: lctx, w: w}
-	var res created
-	if token != "" {
-		res, err = t.createViaNRI(ctx, c)
-	} else {
-		res, err = t.createViaUpdate(ctx, c)
-	}
+	c := &create{req: req, token: token, prep: prep, dec: t.decider(prep), pins: pins, flight: f, fwd: fwd, lctx: lctx, w: w}
+	res, err := t.createVia(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -76,16 +70,21 @@ func (t *targeter) createTargeted(ctx context.Context, req createRequest, token 
 // create is what one targeted create's paths share, owned by
 // createTargeted: the request, its NRI token, the preparation, the pins,
 // the intent record, the forward, and the context of the steps after the
-// backend made the container (lctx).
+// backend made the container (lctx); and its one decision (dec), made
+// before the container exists, from which each try decides its container.
 type create struct {
 	req    createRequest
 	token  string
 	prep   *preparation
+	dec    *decider
 	pins   *createPins
 	flight *flight
 	fwd    forwardFunc
 	lctx   context.Context
 	w      *stopwatch
+	// conflicted: a try lost to another NRI plugin; the next is the last
+	// that may.
+	conflicted bool
 }
 
 // created is what a path answers: the backend's answer (out) naming the
@@ -119,16 +118,54 @@ func (c *create) made(out []byte) (string, error) {
 	return id, nil
 }
 
-// createViaUpdate is the Update path, top to bottom: it waits for the
-// preparation and what is decided before the container exists (before),
-// so that its errors and strict refusals leave nothing behind, forwards
-// the request as it would go without NRI, and points the container the
-// backend made through containerd's API (pointSpec).
-func (t *targeter) createViaUpdate(ctx context.Context, c *create) (created, error) {
-	tg, d, err := t.before(c.prep)
-	if err != nil {
-		return created{}, err
+// createVia creates c's container, one try at a time: each chooses its
+// path before its forward (choosePath; NRI, Update, or refused) and takes
+// it (createThrough). A try that made nothing because the runtime refused
+// NRI's namespace adjustments, or because another NRI plugin sets a
+// namespace it targets (its decision then falls back for them, once:
+// decider.conflicted), is tried again (tryAgain), through the path chosen
+// then; the last try's error is the create's.
+func (t *targeter) createVia(ctx context.Context, c *create) (created, error) {
+	for try := 1; ; try++ {
+		res, err := t.createThrough(ctx, c)
+		var again *tryAgain
+		if !errors.As(err, &again) {
+			return res, err
+		}
+		if try == maxTries {
+			return created{}, again.err
+		}
 	}
+}
+
+// maxTries bounds a create's tries: a conflict, the runtime's refusal of
+// NRI, then the Update path.
+const maxTries = 3
+
+// tryAgain: the try made nothing (err, containerd's), and the create is to
+// be tried again.
+type tryAgain struct{ err error }
+
+func (e *tryAgain) Error() string { return "nothing made, to be tried again: " + e.err.Error() }
+
+// createThrough is one try of c's create, through the path chosen for it.
+func (t *targeter) createThrough(ctx context.Context, c *create) (created, error) {
+	a := &nriAnswer{t: t, c: c}
+	p, err := t.choosePath(c, a)
+	switch p {
+	case pathNRI:
+		return t.createViaNRI(ctx, c, a)
+	case pathUpdate:
+		return t.createViaUpdate(ctx, c)
+	}
+	return created{}, err
+}
+
+// createViaUpdate is the Update path, top to bottom, once the decision was
+// made (its errors and strict refusals chose no path, and left nothing
+// behind): it forwards the request as it would go without NRI, and points
+// the container the backend made through containerd's API (pointSpec).
+func (t *targeter) createViaUpdate(ctx context.Context, c *create) (created, error) {
 	out, err := c.send(ctx, c.req.forms.Plain)
 	if err != nil {
 		return created{}, err
@@ -137,34 +174,26 @@ func (t *targeter) createViaUpdate(ctx context.Context, c *create) (created, err
 	if err != nil {
 		return created{}, err
 	}
-	return t.pointSpec(c, out, id, tg, d)
+	return t.pointSpec(c, out, id)
 }
 
-// createViaNRI is the NRI path, top to bottom: the create registers its
-// answer to containerd's NRI event for the container (nriAnswer), forwards
-// the request with its token, and the answer points the container (or
-// refuses it) inside containerd's create. Otherwise:
-//   - NRI is not usable now: the Update path (createViaUpdate), or, for
-//     NRI only, a refusal (withoutNRI).
+// createViaNRI is the NRI path, top to bottom, once the answer a is
+// registered: the request is forwarded with its token, and the answer
+// points the container (or refuses it) inside containerd's create.
+// Otherwise:
 //   - containerd failed the create before its event came: the request's
 //     own fault (an unknown target, say, or strict mode's refusal) comes
 //     first, as when the shim prepares before it forwards.
 //   - The runtime refuses namespace adjustments (NRI's validator, by
-//     configuration): NRI is refused, and this create goes through the
-//     Update path, as every other until NRI reconnects.
+//     configuration): NRI is refused, and the create tried again (the
+//     Update path, as every other until NRI reconnects).
 //   - Another NRI plugin sets a namespace this create targets, and NRI
-//     fails a create two plugins adjust alike: that plugin wins
-//     (createConflicted).
+//     fails a create two plugins adjust alike: that plugin wins; the
+//     create is tried again with those namespaces falling back (strict:
+//     refused), its event answered with the record alone.
 //   - The event was not answered on a live connection: the container is
 //     pointed through containerd's API (pointSpec).
-func (t *targeter) createViaNRI(ctx context.Context, c *create) (created, error) {
-	a := &nriAnswer{t: t, c: c}
-	if !t.expect(c, a) {
-		if err := t.withoutNRI(c.prep); err != nil {
-			return created{}, err
-		}
-		return t.createViaUpdate(ctx, c)
-	}
+func (t *targeter) createViaNRI(ctx context.Context, c *create, a *nriAnswer) (created, error) {
 	defer t.nri.Settle(c.lctx, c.token) // a panic in the forward leaves nothing registered
 	out, err := c.send(ctx, c.req.forms.Annotated)
 	answered, refusal := t.nri.Settle(c.lctx, c.token)
@@ -177,68 +206,29 @@ func (t *targeter) createViaNRI(ctx context.Context, c *create) (created, error)
 		if err != nil {
 			return created{}, err
 		}
-		tg, d, err := t.before(c.prep)
-		if err != nil {
-			return created{}, err
-		}
-		return t.pointSpec(c, out, id, tg, d)
+		return t.pointSpec(c, out, id)
 	case refusal != nil:
 		// the answer refused: containerd made nothing
 		c.flight.forwarded(refusal)
 		return created{}, refusal
 	case !answered:
-		if a.id == "" {
-			if _, _, perr := t.before(c.prep); perr != nil {
-				return created{}, perr
-			}
+		if a.id != "" {
+			return created{}, err
+		}
+		if _, _, derr := c.dec.decided(); derr != nil {
+			return created{}, derr
 		}
 		return created{}, err
 	case nriplugin.IsNamespaceRefusal(err):
 		t.nri.Refuse(err)
 		t.log.WithError(err).Warn("the runtime refused the NRI namespace adjustment; targeting through containerd's API from now on")
-		return t.createViaUpdate(ctx, c)
-	case nriplugin.IsNamespaceConflict(err):
-		return t.createConflicted(ctx, c, a.d, err)
-	}
-	return created{}, err
-}
-
-// createConflicted is the second try of a create whose namespaces another
-// NRI plugin sets too (conflict, containerd's error): that plugin wins. The
-// targeted namespaces of d, the first answer's decision, fall back (strict:
-// refused), and the second try's event, with the same token, is answered
-// with the record alone; through containerd's API when NRI is not usable
-// any more, or the event is not answered.
-func (t *targeter) createConflicted(ctx context.Context, c *create, d decision, conflict error) (created, error) {
-	d.fallBackTargeted(reasonNRIConflict, codes.FailedPrecondition,
-		fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", conflict))
-	if err := strictErr(&d, t.strict); err != nil {
-		return created{}, err
-	}
-	a := &nriAnswer{t: t, c: c, only: &d}
-	b, registered := c.req.forms.Plain, t.expect(c, a)
-	if registered {
-		b = c.req.forms.Annotated
-		defer t.nri.Settle(c.lctx, c.token) // a panic in the forward leaves nothing registered
-	}
-	out, err := c.send(ctx, b)
-	answered, refusal := t.nri.Settle(c.lctx, c.token)
-	switch {
-	case err == nil && answered:
-		return c.pointedBy(a, out)
-	case err == nil:
-		if registered {
-			t.notAnswered(c)
+		return created{}, &tryAgain{err}
+	case nriplugin.IsNamespaceConflict(err) && !c.conflicted:
+		c.conflicted = true
+		if serr := c.dec.conflicted(a.d, err); serr != nil {
+			return created{}, serr
 		}
-		id, err := c.made(out)
-		if err != nil {
-			return created{}, err
-		}
-		tg, _ := c.prep.wait()
-		return t.pointSpec(c, out, id, tg, d)
-	case refusal != nil:
-		c.flight.forwarded(refusal)
-		return created{}, refusal
+		return created{}, &tryAgain{err}
 	}
 	return created{}, err
 }
@@ -259,40 +249,16 @@ func (t *targeter) notAnswered(c *create) {
 	t.log.WithField("name", c.req.Name).Warn("the NRI event for this container was not answered on a live connection; pointing its spec through containerd's API")
 }
 
-// before waits for the preparation, and answers the target and what is
-// decided before the container exists (decisionFor); or the caller's
-// error, or strict mode's refusal of what already falls back.
-func (t *targeter) before(prep *preparation) (*target, decision, error) {
-	tg, err := prep.wait()
-	if err != nil {
-		return nil, decision{}, err
-	}
-	d := decisionFor(prep.req, prep.p, tg)
-	return tg, d, strictErr(&d, t.strict)
-}
-
-// withoutNRI is NRI-only targeting's answer to a create while NRI is not
-// usable: refused when it has namespaces to join, nil when it may take the
-// Update path (nothing to join, or not configured for NRI only).
-func (t *targeter) withoutNRI(prep *preparation) error {
-	if !t.nriOnly {
-		return nil
-	}
-	_, d, err := t.before(prep)
-	if err == nil && d.targets() {
-		_, why := t.nri.Usable()
-		err = coded(codes.Unavailable, "container %q: targeting is configured to go through NRI only, and NRI is not usable: %s", prep.req.Name, why)
-	}
-	return err
-}
-
 // pointSpec is the Update path's tail, for container id, which the backend
-// made in the pod's namespaces (its answer out): the decision d, made
-// before it existed, is finished with the spec the backend stored
+// made in the pod's namespaces (its answer out): the create's decision,
+// made before it existed, is finished with the spec the backend stored
 // (decideContainer, which takes the pins) and written into it. An error
-// means the container must not be kept.
-func (t *targeter) pointSpec(c *create, out []byte, id string, tg *target, d decision) (created, error) {
-	var refusal error
+// (the decision's own, too) means the container must not be kept.
+func (t *targeter) pointSpec(c *create, out []byte, id string) (created, error) {
+	tg, d, refusal := c.dec.decided()
+	if refusal != nil {
+		return created{}, refusal
+	}
 	err := t.specs.EditSpec(c.lctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		var pt pointing
 		if pt, refusal = t.decideContainer(&d, tg, viewOfSpec(spec), t.decideEnv(id, c.pins)); refusal != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/codes"
@@ -58,6 +59,63 @@ func decisionFor(req criwire.Create, p *plan, tg *target) decision {
 		d.rec.Namespaces[string(h.Kind)] = oci.NamespaceRecord{Result: oci.Targeted, Stage: "create", Inode: h.ID.Ino,
 			PodPath: d.rec.Namespaces[string(h.Kind)].PodPath}
 	}
+	return d
+}
+
+// decider is one create's decision before its container exists, made once
+// by whoever asks first (the choice of a path, the NRI answer, the Update
+// path's tail, the plugin mode's answer): the preparation waited for, what
+// decisionFor decides, and strict mode's refusal of what already falls
+// back; or the caller's error. Each container the create tries is decided
+// from a copy of it (decided), which decideContainer finishes. After a
+// conflict with another NRI plugin (conflicted) it is the decision of the
+// try refused, its namespaces falling back: the next try's starting point.
+// Written by the once, then by conflicted on the create's handler, while
+// no answer runs; read by each try after.
+type decider struct {
+	prep   *preparation
+	strict bool
+	once   sync.Once
+	tg     *target
+	d      decision
+	err    error
+}
+
+// decider is the decision of the create prepared by prep.
+func (t *targeter) decider(prep *preparation) *decider {
+	return &decider{prep: prep, strict: t.strict}
+}
+
+// decided answers the target, a copy of the decision made before the
+// container exists, and its error, made at the first call.
+func (x *decider) decided() (*target, decision, error) {
+	x.once.Do(func() {
+		if x.tg, x.err = x.prep.wait(); x.err != nil {
+			return
+		}
+		x.d = decisionFor(x.prep.req, x.prep.p, x.tg)
+		x.err = strictErr(&x.d, x.strict)
+	})
+	return x.tg, x.d.clone(), x.err
+}
+
+// conflicted makes the decision of the next try that of the try another
+// NRI plugin won (d, as its answer finished it; conflict, containerd's
+// error): each namespace it still targets falls back; strict mode's refusal
+// of the first fallback is the error.
+func (x *decider) conflicted(d decision, conflict error) error {
+	x.decided() // made already, by the answer that conflicted
+	d.fallBackTargeted(reasonNRIConflict, codes.FailedPrecondition,
+		fmt.Sprintf("another NRI plugin sets this container's namespaces too, and wins (%v)", conflict))
+	x.d = d
+	return strictErr(&x.d, x.strict)
+}
+
+// clone is d with its own record's namespaces and fallbacks, which
+// deciding a container writes.
+func (d decision) clone() decision {
+	d.rec.Namespaces = maps.Clone(d.rec.Namespaces)
+	d.fails = slices.Clone(d.fails)
 	return d
 }
 
