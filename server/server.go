@@ -293,7 +293,7 @@ func newTargeter(d deps, life context.Context, side *sideQueue, log *logrus.Entr
 		report:   reporter{log: log, metrics: d.metrics, events: d.sink},
 		cri:      d.cri,
 		tasks:    d.tasks,
-		specs:    d.specs,
+		records:  newRecords(d.specs),
 		pins:     d.pins,
 		lookup:   d.lookup,
 		kernel:   d.kernel,

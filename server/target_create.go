@@ -293,7 +293,7 @@ func (t *targeter) withoutNRI(prep *preparation) error {
 // means the container must not be kept.
 func (t *targeter) pointSpec(c *create, out []byte, id string, tg *target, d decision) (created, error) {
 	var refusal error
-	err := t.specs.EditSpec(c.lctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err := t.records.edit(c.lctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		var pt pointing
 		if pt, refusal = t.decideContainer(&d, tg, viewOfSpec(spec), t.decideEnv(id, c.pins)); refusal != nil {
 			return nil, refusal

@@ -180,7 +180,7 @@ var errSaid = errors.New("said before")
 func (x *exitWatch) tell(ctx context.Context, id string, te taskExit) {
 	var rec oci.Record
 	var name string
-	err := x.t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err := x.t.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		r, ok, err := oci.ParseRecord(spec.Annotations)
 		switch {
 		case err != nil || !ok:
@@ -243,7 +243,7 @@ func (t *targeter) scan(ctx context.Context) (again bool) {
 		return false
 	}
 	for _, id := range ids {
-		spec, err := t.specs.Spec(ctx, id)
+		spec, err := t.records.read(ctx, id)
 		if err != nil {
 			again = again || !notFound(err)
 			continue

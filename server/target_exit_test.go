@@ -198,7 +198,7 @@ func TestCatchUpExitedUnchecked(t *testing.T) {
 // start would have: each targeted namespace seen joined.
 func (r *rig) markChecked(t *testing.T, id string) {
 	t.Helper()
-	err := r.server.target.specs.EditSpec(context.Background(), id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err := r.server.target.records.edit(context.Background(), id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		rec, _, err := oci.ParseRecord(spec.Annotations)
 		if err != nil {
 			return nil, err
