@@ -14,10 +14,10 @@ import (
 // since the first: writers whose reads all come before their writes, when
 // nothing serializes them.
 type rendezvous struct {
-	mu    sync.Mutex
-	n     int
-	wait  time.Duration
-	all   chan struct{}
+	mu   sync.Mutex
+	n    int
+	wait time.Duration
+	all  chan struct{}
 }
 
 func newRendezvous(n int, wait time.Duration) *rendezvous {
