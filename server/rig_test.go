@@ -419,6 +419,7 @@ type fakeBackend struct {
 	// ListPodSandbox, PodSandboxStatus); stopped the StopContainer calls;
 	// config is what a verbose Status says of containerd's config.
 	statuses map[string]*runtimeapi.ContainerStatus
+	onStatus func(id string) // when set, ContainerStatus calls it after reading the status it answers
 	handlers map[string]string
 	stopped  []string
 	config   string
@@ -472,7 +473,11 @@ func (b *fakeBackend) ContainerStatus(ctx context.Context, req *runtimeapi.Conta
 	b.record(ctx)
 	b.mu.Lock()
 	cs, ok := b.statuses[req.GetContainerId()]
+	onStatus := b.onStatus
 	b.mu.Unlock()
+	if onStatus != nil {
+		onStatus(req.GetContainerId())
+	}
 	if ok {
 		return &runtimeapi.ContainerStatusResponse{Status: cs}, nil
 	}
