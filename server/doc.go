@@ -103,6 +103,7 @@
 //	lenient.go         the shim's own typed calls: answers decode whatever labels they carry
 //	instrument.go      the boundary every call passes: status, panics, metrics, logs
 //	health.go          grpc.health.v1 on the CRI socket
+//	goroutines.go      the server's goroutines, which Shutdown waits for
 //	socket.go          the CRI socket: stale socket, mode, group
 //	targeter.go        the targeter: the hooks' dependencies, small interfaces
 //	container_start.go, container_remove.go, sandbox_remove.go, sandbox_run.go
@@ -119,7 +120,9 @@
 // Who owns what. Server.life is the server's lifetime: Shutdown ends it,
 // and with it the proxy's streams, the reconciler's loop, the NRI
 // connection, the side queue's goroutine and the reader of containerd's
-// events, each handed it (Shutdown waits for the last two). A container's
+// events, each handed it; Server.bg (goroutines.go) runs the last four,
+// and Shutdown waits for them all (a goroutine left after it is a test
+// failure: TestShutdownLeavesNoGoroutine). A container's
 // record (its annotation in the spec containerd stores) has one owner,
 // records (records.go): the create's, the start's, the check's and the
 // exit's writes all go through its update function, one at a time per
