@@ -28,10 +28,12 @@ func (t *targeter) removeContainer(ctx context.Context, raw []byte, fwd forwardF
 		return nil, err
 	}
 	if id != "" {
-		t.exits.forget(id)
+		// released before forgotten: a catch-up that watches it after the
+		// forget finds no pins (exitWatch.rewatch)
 		if rerr := t.pins.Release(id); rerr != nil {
 			t.log.WithError(rerr).WithField("container", id).Warn("release pins; retried when the shim next starts")
 		}
+		t.exits.forget(id)
 	}
 	return out, err
 }

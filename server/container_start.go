@@ -142,7 +142,7 @@ func (t *targeter) initLost(ctx context.Context, id string, err error) error {
 	}
 	var rec oci.Record
 	var name string
-	err = t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err = t.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		r, ok, err := oci.ParseRecord(spec.Annotations)
 		if err != nil {
 			return nil, err
@@ -171,7 +171,7 @@ func (t *targeter) initLost(ctx context.Context, id string, err error) error {
 // known), as its spec records them.
 func (t *targeter) names(ctx context.Context, id string) (name, target string) {
 	name = id
-	spec, err := t.specs.Spec(ctx, id)
+	spec, err := t.records.read(ctx, id)
 	if err != nil {
 		return name, ""
 	}

@@ -109,11 +109,14 @@
 //	lenient.go         the shim's own typed calls: answers decode whatever labels they carry
 //	instrument.go      the boundary every call passes: status, panics, metrics, logs
 //	health.go          grpc.health.v1 on the CRI socket
+//	goroutines.go      the server's goroutines, which Shutdown waits for
 //	socket.go          the CRI socket: stale socket, mode, group
 //	targeter.go        the targeter: the hooks' dependencies, small interfaces
 //	container_start.go, container_remove.go, sandbox_remove.go, sandbox_run.go
 //	                   the other hooks
 //	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), the plugin (newNRI)
+//	records.go         records, the one owner of the containers' records:
+//	                   every read and write, one at a time per container
 //	containerd.go      containerd's own API: a CRI container with its task's
 //	                   pid, task pids, stored specs
 //	failpoint*.go      crash points for the crash tests (build tag failpoints)
@@ -123,9 +126,13 @@
 // Who owns what. Server.life is the server's lifetime: Shutdown ends it,
 // and with it the proxy's streams, the reconciler's loop, the NRI
 // connection, the side queue's goroutine and the reader of containerd's
-// events, each handed it (Shutdown waits for the last two). The side
-// queue's jobs run one at a time, so that no two of them edit a
-// container's record at once. A create's state has one writer at a time,
+// events, each handed it; Server.bg (goroutines.go) runs the last four,
+// and Shutdown waits for them all (a goroutine left after it is a test
+// failure: TestShutdownLeavesNoGoroutine). A container's
+// record (its annotation in the spec containerd stores) has one owner,
+// records (records.go): the create's, the start's, the check's and the
+// exit's writes all go through its update function, one at a time per
+// container, and a read through it sees the last write. A create's state has one writer at a time,
 // each for its lifetime: the preparation writes the target once, before it
 // is done, and everyone after only reads it; the create's decision (decider)
 // is written once, by whoever asks first, and after a conflict by the
@@ -146,6 +153,10 @@
 //
 //	reconciler.mu       one reconcile at a time (reconcile.go), across its backend calls; taken before flights.mu
 //	flights.mu          the ids in flight (records, pins) (a leaf)
+//	records.mu          whose turn each container's record is (a leaf); a
+//	                    turn is held across containerd's Get and Update of
+//	                    that one container and the update function between,
+//	                    which never reads or writes a record itself
 //	verifier.mu         the reads at tasks' creation, until their check (a leaf)
 //	exitWatch.mu        who joined which target, and their exits (a leaf)
 //	handlers.mu         the pods' runtime handlers and what is known of each (a leaf)

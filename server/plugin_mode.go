@@ -268,10 +268,10 @@ func (m *pluginMode) Started(pod *nriapi.PodSandbox, ctr *nriapi.Container) {
 func (m *pluginMode) Removed(ctr *nriapi.Container) {
 	id := ctr.GetId()
 	m.procs.removed(id)
-	m.t.exits.forget(id)
 	if err := m.t.pins.Release(id); err != nil {
 		m.t.log.WithError(err).WithField("container", id).Warn("release pins; retried at the next NRI synchronization")
 	}
+	m.t.exits.forget(id) // after the release, as removeContainer's
 }
 
 // PodRemoved is containerd's RemovePodSandbox: its containers' pins went
@@ -329,10 +329,10 @@ func (m *pluginMode) pinsLost(pods []*nriapi.PodSandbox, ctrs []*nriapi.Containe
 		if pod := byID[c.GetPodSandboxId()]; pod != nil {
 			m.t.report.eventOf(pinLostEvent(pod, c.GetName(), path), true)
 		}
-		m.t.exits.forget(c.GetId())
 		if err := m.t.pins.Release(c.GetId()); err != nil {
 			m.t.log.WithError(err).WithField("container", c.GetId()).Warn("release pins; retried at the next NRI synchronization")
 		}
+		m.t.exits.forget(c.GetId())
 	}
 }
 

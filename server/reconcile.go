@@ -47,8 +47,10 @@ type reconciler struct {
 	pins    pinStore
 	intents intentStore
 	log     *logrus.Entry
-	// life is the server's (Server.life): its loop ends with it.
+	// life is the server's (Server.life): its loop ends with it; bg, the
+	// server's goroutines, runs the loop, so that Shutdown waits for it.
 	life context.Context
+	bg   *goroutines
 
 	// mu: one reconcile at a time, held across its calls to the backend
 	// (only reconciles take it, never a call's handler). Lock order: mu,
@@ -63,8 +65,8 @@ type reconciler struct {
 	looping atomic.Bool
 }
 
-func newReconciler(life context.Context, cri backendCRI, pins pinStore, records intentStore, log *logrus.Entry) *reconciler {
-	return &reconciler{cri: cri, pins: pins, intents: records, log: log, life: life}
+func newReconciler(life context.Context, bg *goroutines, cri backendCRI, pins pinStore, records intentStore, log *logrus.Entry) *reconciler {
+	return &reconciler{cri: cri, pins: pins, intents: records, log: log, life: life, bg: bg}
 }
 
 // flights is a set of ids in flight in this process.
@@ -280,7 +282,7 @@ func (r *reconciler) reconcileSoon() {
 	if !r.looping.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	started := r.bg.start(func() {
 		defer r.looping.Store(false)
 		for {
 			ctx, cancel := context.WithTimeout(r.life, discardTimeout)
@@ -295,7 +297,10 @@ func (r *reconciler) reconcileSoon() {
 			case <-time.After(reconcileRetry):
 			}
 		}
-	}()
+	})
+	if !started { // the server is shutting down
+		r.looping.Store(false)
+	}
 }
 
 // Reconcile undoes what unfinished creates left (a crash, a clean-up that

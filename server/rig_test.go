@@ -430,6 +430,7 @@ type fakeBackend struct {
 	// ListPodSandbox, PodSandboxStatus); stopped the StopContainer calls;
 	// config is what a verbose Status says of containerd's config.
 	statuses map[string]*runtimeapi.ContainerStatus
+	onStatus func(id string) // when set, ContainerStatus calls it after reading the status it answers
 	handlers map[string]string
 	stopped  []string
 	config   string
@@ -483,7 +484,11 @@ func (b *fakeBackend) ContainerStatus(ctx context.Context, req *runtimeapi.Conta
 	b.record(ctx)
 	b.mu.Lock()
 	cs, ok := b.statuses[req.GetContainerId()]
+	onStatus := b.onStatus
 	b.mu.Unlock()
+	if onStatus != nil {
+		onStatus(req.GetContainerId())
+	}
 	if ok {
 		return &runtimeapi.ContainerStatusResponse{Status: cs}, nil
 	}
@@ -717,6 +722,10 @@ type fakeSpecs struct {
 	shmDir string // the pod's /dev/shm; default a path that does not exist
 	userns string // the pod's user namespace; default none (the host's)
 	edits  int    // EditSpec calls
+	// between, when set, makes EditSpec what containerd's is: a Get of a
+	// copy, the edit, then an Update of the whole spec, with between
+	// called after the Get (and no lock held across it).
+	between func(id string)
 }
 
 // made is the spec containerd makes for a container of the pod with pid
@@ -767,6 +776,9 @@ func (f *fakeSpecs) EditSpec(ctx context.Context, id string, edit func(*specs.Sp
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if f.between != nil {
+		return f.getThenUpdate(ctx, id, edit)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.edits++
@@ -783,6 +795,33 @@ func (f *fakeSpecs) EditSpec(ctx context.Context, id string, edit func(*specs.Sp
 		return err
 	}
 	return oci.Apply(s, opts...)
+}
+
+// getThenUpdate is EditSpec as containerdAPI's: a Get, the edit of what
+// it read, and an Update of the whole spec, with no version.
+func (f *fakeSpecs) getThenUpdate(ctx context.Context, id string, edit func(*specs.Spec) ([]oci.Opt, error)) error {
+	s, err := f.Spec(ctx, id)
+	if err != nil {
+		return err
+	}
+	var c specs.Spec // a deep copy: what containerd's Get decodes
+	b, _ := json.Marshal(s)
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	f.between(id)
+	opts, err := edit(&c)
+	if err != nil {
+		return err
+	}
+	if err := oci.Apply(&c, opts...); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.edits++
+	f.specs[id] = &c
+	return nil
 }
 
 type fakePins struct {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -107,9 +106,10 @@ type Server struct {
 	// the NRI connection, each of which is handed life.
 	life context.Context
 	stop context.CancelFunc
-	// bg are the goroutines that live as long as life: the side queue's and
-	// the reader of containerd's events. Shutdown waits for them.
-	bg sync.WaitGroup
+	// bg are the goroutines that live as long as life: the side queue's,
+	// the reader of containerd's events, the NRI connection's and the
+	// reconciler's loop. Shutdown waits for them.
+	bg *goroutines
 }
 
 // New builds a Server from opts. With TargetingVia other than ViaUpdate it
@@ -254,8 +254,9 @@ func newServer(d deps) *Server {
 		dropped = m.Dropped
 	}
 	side := newSideQueue(life, log, dropped)
-	t := newTargeter(d, life, side, log)
-	s := &Server{target: t, nri: d.nri, log: log, metrics: d.metrics, life: life, stop: stop}
+	bg := &goroutines{}
+	t := newTargeter(d, life, bg, side, log)
+	s := &Server{target: t, nri: d.nri, log: log, metrics: d.metrics, life: life, stop: stop, bg: bg}
 	if d.plugin {
 		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life, names: d.names, self: os.Getpid()}
 		s.plugin.releaseEarlier()
@@ -264,38 +265,30 @@ func newServer(d deps) *Server {
 	} else {
 		s.serveCRI(d)
 	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		side.run()
-	}()
+	s.bg.start(side.run)
 	if d.events != nil {
 		t.verify = newVerifier(t, d.states, d.events, log)
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			d.events.run(life, sideEvents{t})
-		}()
+		s.bg.start(func() { d.events.run(life, sideEvents{t}) })
 	}
 	switch {
 	case d.nri != nil && d.pinsOff != nil:
 		log.WithError(d.pinsOff).Error("the plugin mode's pins could not be named to the runtime: not connecting to containerd's NRI")
 		d.nri.Off(d.pinsOff.Error())
 	case d.nri != nil:
-		go d.nri.Run(life)
+		s.bg.start(func() { d.nri.Run(life) })
 	}
 	return s
 }
 
 // newTargeter is the targeting of a Server built on d, its side channels
 // on side.
-func newTargeter(d deps, life context.Context, side *sideQueue, log *logrus.Entry) *targeter {
+func newTargeter(d deps, life context.Context, bg *goroutines, side *sideQueue, log *logrus.Entry) *targeter {
 	t := &targeter{
-		recon:    newReconciler(life, d.cri, d.pins, d.intents, log),
+		recon:    newReconciler(life, bg, d.cri, d.pins, d.intents, log),
 		report:   reporter{log: log, metrics: d.metrics, events: d.sink},
 		cri:      d.cri,
 		tasks:    d.tasks,
-		specs:    d.specs,
+		records:  newRecords(d.specs),
 		pins:     d.pins,
 		lookup:   d.lookup,
 		kernel:   d.kernel,
@@ -425,11 +418,12 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if s.grpc != nil {
 		s.stopGRPC(ctx)
 	}
-	// the side queue and the event reader end with life, each after the
-	// call it makes (bounded by its own timeout)
+	// the side queue, the event reader, the NRI connection and the
+	// reconciler's loop end with life, each after the call it makes
+	// (bounded by its own timeout)
 	ended := make(chan struct{})
 	go func() {
-		s.bg.Wait()
+		s.bg.wait()
 		close(ended)
 	}()
 	select {

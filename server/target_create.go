@@ -259,7 +259,7 @@ func (t *targeter) pointSpec(c *create, out []byte, id string) (created, error) 
 	if refusal != nil {
 		return created{}, refusal
 	}
-	err := t.specs.EditSpec(c.lctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err := t.records.edit(c.lctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		var pt pointing
 		if pt, refusal = t.decideContainer(&d, tg, viewOfSpec(spec), t.decideEnv(id, c.pins)); refusal != nil {
 			return nil, refusal

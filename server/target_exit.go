@@ -68,6 +68,22 @@ func (x *exitWatch) watch(target, id string) {
 	x.targetOf[id] = target
 }
 
+// unwatch takes back the watch of container id in target's PID namespace;
+// false when it was not there (a target's exit took it, or a removal).
+func (x *exitWatch) unwatch(target, id string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.joined[target][id] {
+		return false
+	}
+	delete(x.joined[target], id)
+	if len(x.joined[target]) == 0 {
+		delete(x.joined, target)
+	}
+	delete(x.targetOf, id)
+	return true
+}
+
 // forget drops container id (removed).
 func (x *exitWatch) forget(id string) {
 	if x == nil {
@@ -180,7 +196,7 @@ var errSaid = errors.New("said before")
 func (x *exitWatch) tell(ctx context.Context, id string, te taskExit) {
 	var rec oci.Record
 	var name string
-	err := x.t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err := x.t.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		r, ok, err := oci.ParseRecord(spec.Annotations)
 		switch {
 		case err != nil || !ok:
@@ -243,7 +259,7 @@ func (t *targeter) scan(ctx context.Context) (again bool) {
 		return false
 	}
 	for _, id := range ids {
-		spec, err := t.specs.Spec(ctx, id)
+		spec, err := t.records.read(ctx, id)
 		if err != nil {
 			again = again || !notFound(err)
 			continue
@@ -266,17 +282,37 @@ func (t *targeter) scan(ctx context.Context) (again bool) {
 		if ns := rec.Namespaces[string(namespaces.PID)]; ns.Result != oci.Targeted || rec.TargetExited != nil || rec.Target == "" {
 			continue
 		}
-		te, tst := t.exits.status(ctx, rec.Target)
-		switch {
-		case tst == runtimeapi.ContainerState_CONTAINER_RUNNING || tst == runtimeapi.ContainerState_CONTAINER_CREATED:
-			if dst != runtimeapi.ContainerState_CONTAINER_EXITED {
-				t.exits.watch(rec.Target, id)
-			}
-		case tst == runtimeapi.ContainerState_CONTAINER_EXITED && dst == runtimeapi.ContainerState_CONTAINER_EXITED:
-			t.exits.judge(ctx, id, te, d)
-		}
+		t.exits.rewatch(ctx, id, rec.Target, d, dst)
 	}
 	return again
+}
+
+// rewatch watches container id (its exit d, its state dst) again in
+// target's PID namespace, as its record says. The watch is registered
+// before the target's status is asked, so that an exit handled meanwhile
+// takes id along (taskExited); a target found exited whose exit did not
+// take it hands it to the judgement here. A container removed meanwhile
+// is not left watched: its removal releases its pins, then forgets it, so
+// a watch registered after the forget finds the pins gone.
+func (x *exitWatch) rewatch(ctx context.Context, id, target string, d taskExit, dst runtimeapi.ContainerState) {
+	x.watch(target, id)
+	if _, ok := x.t.pins.Path(id, namespaces.PID); !ok {
+		x.unwatch(target, id)
+		return
+	}
+	te, tst := x.status(ctx, target)
+	switch {
+	case tst == runtimeapi.ContainerState_CONTAINER_RUNNING || tst == runtimeapi.ContainerState_CONTAINER_CREATED:
+		if dst == runtimeapi.ContainerState_CONTAINER_EXITED {
+			x.unwatch(target, id) // it ended before its target: nothing to say
+		}
+	case tst == runtimeapi.ContainerState_CONTAINER_EXITED:
+		if x.unwatch(target, id) && dst == runtimeapi.ContainerState_CONTAINER_EXITED {
+			x.judge(ctx, id, te, d)
+		}
+	default:
+		x.unwatch(target, id)
+	}
 }
 
 // notFound: containerd has no such object (the container was removed).

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,7 +199,7 @@ func TestCatchUpExitedUnchecked(t *testing.T) {
 // start would have: each targeted namespace seen joined.
 func (r *rig) markChecked(t *testing.T, id string) {
 	t.Helper()
-	err := r.server.target.specs.EditSpec(context.Background(), id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err := r.server.target.records.edit(context.Background(), id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		rec, _, err := oci.ParseRecord(spec.Annotations)
 		if err != nil {
 			return nil, err
@@ -226,4 +227,65 @@ func (r *rig) pidDebugger(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// The target exits, and its exit is handled, between the catch-up's
+// question of its status (running) and the catch-up's watch of its
+// debugger: the Warning is posted all the same.
+func TestCatchUpExitBetweenStatusAndWatch(t *testing.T) {
+	r := newRig(t, false)
+	_, _, s := r.withChecks()
+	id := r.pidDebugger(t)
+	r.markChecked(t, id)
+	r.live = false
+	r.server.target.exits = newExitWatch(r.server.target, r.server.target.exits.side) // a restart of the shim
+	r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+	var once sync.Once
+	r.backend.onStatus = func(c string) {
+		if c != "app1" {
+			return
+		}
+		once.Do(func() { // answered running; the target exits now, and its exit is handled
+			t0 := time.Now()
+			r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 3, FinishedAt: t0.UnixNano()})
+			r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 137, FinishedAt: t0.UnixNano()})
+			sideEvents{r.server.target}.taskExited(taskExit{container: "app1", process: "app1", pid: 4, status: 3, at: t0})
+		})
+	}
+	r.server.target.scan(context.Background())
+	waitFor(t, "the Warning", func() bool { return len(s.posted()) == 1 })
+	if e := s.posted()[0]; e.Reason != eventTargetExited {
+		t.Errorf("posted %+v, want Warning TargetExited", e)
+	}
+}
+
+// A debugger removed while the catch-up looks at it is not watched after
+// its removal.
+func TestCatchUpNoWatchAfterForget(t *testing.T) {
+	r := newRig(t, false)
+	_, _, _ = r.withChecks()
+	id := r.pidDebugger(t)
+	r.markChecked(t, id)
+	x := newExitWatch(r.server.target, r.server.target.exits.side) // a restart of the shim
+	r.server.target.exits = x
+	r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+	var once sync.Once
+	r.backend.onStatus = func(c string) {
+		if c != "app1" {
+			return
+		}
+		once.Do(func() { // the debugger is removed while the catch-up asks for its target
+			if _, err := runtimeapi.NewRuntimeServiceClient(r.shim).RemoveContainer(context.Background(), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	r.server.target.scan(context.Background())
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.targetOf)+len(x.joined) != 0 {
+		t.Errorf("after the removal and the catch-up: watched %v %v, want nothing", x.targetOf, x.joined)
+	}
 }

@@ -293,7 +293,7 @@ var errNothingToCheck = errors.New("nothing to check")
 // and an Event. A container proven not joined in strict mode is stopped
 // through the backend: its start had already been answered.
 func (v *verifier) report(ctx context.Context, id string, r *taskRead, w taskWord) {
-	spec, err := v.t.specs.Spec(ctx, id)
+	spec, err := v.t.records.read(ctx, id)
 	if err != nil {
 		if status.Code(err) != codes.NotFound {
 			v.unreported(id, err)
@@ -324,7 +324,7 @@ func (v *verifier) report(ctx context.Context, id string, r *taskRead, w taskWor
 		c.stopErr = v.stop(ctx, id)
 		c.stopped = c.stopErr == nil
 	}
-	err = v.t.specs.EditSpec(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err = v.t.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		rec, ok, err := oci.ParseRecord(spec.Annotations)
 		if err != nil || !ok {
 			return nil, errNothingToCheck

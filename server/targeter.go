@@ -68,16 +68,18 @@ type (
 // (reporter). Every field is set by newServer, from
 // one deps value, before the first call, and never changes after.
 type targeter struct {
-	cri    backendCRI
-	tasks  taskLookup
-	specs  specEditor
-	pins   pinStore
-	lookup criContainers // nil: targets are resolved through the CRI only
-	strict bool
-	log    *logrus.Entry
-	report reporter
-	recon  *reconciler
-	kernel // the kernel's side (package namespaces), replaced in unit tests
+	cri   backendCRI
+	tasks taskLookup
+	// records owns the containers' records: every read and write of one
+	// goes through it (records.go)
+	records *records
+	pins    pinStore
+	lookup  criContainers // nil: targets are resolved through the CRI only
+	strict  bool
+	log     *logrus.Entry
+	report  reporter
+	recon   *reconciler
+	kernel  // the kernel's side (package namespaces), replaced in unit tests
 
 	nri      nriAdapter  // nil: the Update path only
 	removals removalGate // nil: RemovePodSandbox waits for nothing
