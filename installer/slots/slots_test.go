@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/retry"
 )
 
 const ns = "cri-nstarget"
@@ -222,13 +223,19 @@ func TestLost(t *testing.T) {
 	if err := h.Lost(); err != nil {
 		t.Errorf("renewed again: Lost %v", err)
 	}
-	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "cri-nstarget-install-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// node-b takes the lease; h's renewal may update it between the Get and
+	// the Update, so the take is retried on a conflict, as a client would
 	other := "node-b"
-	l.Spec.HolderIdentity = &other
-	if _, err := cs.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "cri-nstarget-install-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = &other
+		_, err = cs.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
