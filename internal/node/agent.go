@@ -70,6 +70,9 @@ func runScript(req request) reply {
 		rep.TimedOut = true
 	case err == nil, errors.As(err, &exit), errors.Is(err, exec.ErrWaitDelay):
 		// It ran; its status says how it ended.
+	case cmd.ProcessState == nil:
+		// it never ran: what the agent sees of the paths its exec needs
+		rep.Error = err.Error() + "\n" + diagnose()
 	default:
 		rep.Error = err.Error()
 	}
