@@ -7,7 +7,16 @@
 //
 // Install, in order, each step recorded before it is taken in a state file
 // on the host (StatePath, written atomically), so that an installer killed
-// at any step and started again resumes from it or rolls back:
+// at any step and started again resumes from it or rolls back. The steps
+// are one table (phases.go): each Phase has its step, the step run first
+// when an installer resumes there, the phase the step ends at, and the
+// phases a rollback and a removal start at from it (the kubelet put back
+// first from exactly the phases after its edit may have been written).
+// Install, a rollback and a removal walk it (walk); upgrades run from
+// PhaseDone (upgrade.go). The state file keeps the form installers before
+// the table wrote ("rolling-back" and "removing", with flags saying
+// whether the kubelet is still to be put back), so that installers of
+// either side read it the same (state.go):
 //
 //  1. inspect: the kubelet's unit, its command line (the host's
 //     /proc/PID/cmdline) and the one place that sets its runtime endpoint

@@ -77,6 +77,9 @@ type Installer struct {
 	unit    []byte // the unit file, rendered
 	// held is the restart slot while this installer holds one.
 	held *slots.Held
+	// plan is this run's inspection of the node (begin, reinspect), for
+	// putShim.
+	plan *plan
 	// crash, in tests, stops the installer where a kill would: it returns
 	// errCrash at the named point when crash says so.
 	crash func(point string) bool
@@ -172,12 +175,14 @@ func (in *Installer) at(point string) error {
 	return nil
 }
 
-// save writes st to the host, then passes the point "state:PHASE".
+// save writes st to the host, then passes the point "state:PHASE", the
+// phase as the file names it (onDisk).
 func (in *Installer) save(st State) error {
 	if err := saveState(in.o.Root, st); err != nil {
 		return err
 	}
-	return in.at("state:" + string(st.Phase))
+	phase, _ := st.Phase.onDisk()
+	return in.at("state:" + string(phase))
 }
 
 // label sets the Node's state label and detail, logging a failure: the

@@ -32,7 +32,7 @@ func (in *Installer) resumeOther(ctx context.Context, st State) error {
 	if st, err = loadState(in.o.Root); err != nil {
 		return err
 	}
-	return in.keep(ctx, st)
+	return in.checkOrUpgrade(ctx, st)
 }
 
 // supersede makes a half-done install whose kubelet was not touched this

@@ -27,35 +27,6 @@ const (
 	KubeconfigPath = "/etc/cri-nstarget/events.kubeconfig"
 )
 
-// Phase is the step an install (or its undoing) has reached on the host.
-type Phase string
-
-const (
-	// PhaseFiles: the shim's files are being written (those in Created may
-	// exist), then its unit started.
-	PhaseFiles Phase = "files"
-	// PhaseShim: the shim runs and is healthy; the kubelet is untouched.
-	PhaseShim Phase = "shim"
-	// PhaseKubelet: the kubelet's edit may be written (KubeletEdited);
-	// KubeletPID is the kubelet that ran before.
-	PhaseKubelet Phase = "kubelet"
-	// PhaseKubeletRestarted: the kubelet's restart was asked at
-	// RestartedAt; it must be Ready through the shim by Deadline.
-	PhaseKubeletRestarted Phase = "kubelet-restarted"
-	// PhaseDone: installed.
-	PhaseDone Phase = "done"
-	// PhaseUpgrading: the binary is being replaced by another version
-	// (Next), which answered a trial; Version and ShimSHA are still the
-	// one before's.
-	PhaseUpgrading Phase = "upgrading"
-	// PhaseRollingBack: the install is being undone after a failure
-	// (Reason); PhaseRolledBack: it was.
-	PhaseRollingBack Phase = "rolling-back"
-	PhaseRolledBack  Phase = "rolled-back"
-	// PhaseRemoving: the cleanup mode is undoing the install.
-	PhaseRemoving Phase = "removing"
-)
-
 // State is what the installer keeps on the host, in StatePath.
 type State struct {
 	Phase Phase `json:"phase"`
@@ -70,21 +41,95 @@ type State struct {
 	ShimRun string        `json:"shimStateDir,omitempty"`
 	Backend string        `json:"backend,omitempty"`
 	Kubelet *kubelet.Edit `json:"kubelet,omitempty"`
-	// KubeletEdited: the edit may have been written; KubeletRestored: it
-	// was undone and the kubelet restarted and Ready on Backend.
-	KubeletEdited   bool      `json:"kubeletEdited,omitempty"`
-	KubeletRestored bool      `json:"kubeletRestored,omitempty"`
-	KubeletPID      int       `json:"kubeletPID,omitempty"`
-	RestartedAt     time.Time `json:"restartedAt,omitzero"`
-	Deadline        time.Time `json:"deadline,omitzero"`
+	// KubeletPID is the kubelet that ran before the restart onto the shim,
+	// asked at RestartedAt; it must be Ready through the shim by Deadline.
+	KubeletPID  int       `json:"kubeletPID,omitempty"`
+	RestartedAt time.Time `json:"restartedAt,omitzero"`
+	Deadline    time.Time `json:"deadline,omitzero"`
 	// Reason is why the install was rolled back (or an upgrade failed);
 	// Failed the sha256 of the binary that failed, not tried again here.
 	Reason string `json:"reason,omitempty"`
 	Failed string `json:"failedSHA256,omitempty"`
-	// Previous is the sha256 of the binary an upgrade is replacing, Next
-	// that of the binary it puts in place, which answered its trial.
-	Previous string `json:"previousSHA256,omitempty"`
-	Next     string `json:"nextSHA256,omitempty"`
+	// Next is the sha256 of the binary an upgrade puts in place, which
+	// answered its trial.
+	Next string `json:"nextSHA256,omitempty"`
+}
+
+// The state file as installers before the table wrote it, and as they
+// read it (a DaemonSet rolled back to one): the phase "rolling-back" or
+// "removing", with kubeletEdited (the kubelet's edit may have been
+// written) and kubeletRestored (it was undone) saying whether the kubelet
+// is still to be put back, and previousSHA256 (never read). Each of this
+// installer's phases is written as the old phase and flags that mean it
+// (onDisk), and read back from them (fromDisk): the same file for both.
+const (
+	diskRollingBack Phase = "rolling-back"
+	diskRemoving    Phase = "removing"
+)
+
+// legacyFlags are the flags of the old state file.
+type legacyFlags struct {
+	KubeletEdited   bool `json:"kubeletEdited,omitempty"`
+	KubeletRestored bool `json:"kubeletRestored,omitempty"`
+}
+
+// onDisk is the phase written for p, and whether the kubelet's edit is
+// to be undone (kubeletEdited) when the install is.
+func (p Phase) onDisk() (Phase, bool) {
+	switch p {
+	case PhaseRollBackKubelet:
+		return diskRollingBack, true
+	case PhaseRollBackShim:
+		return diskRollingBack, false
+	case PhaseRemoveKubelet:
+		return diskRemoving, true
+	case PhaseRemoveShim:
+		return diskRemoving, false
+	}
+	return p, rows[p].rollback == PhaseRollBackKubelet
+}
+
+// fromDisk is the phase an old state file's phase and flags mean.
+func fromDisk(p Phase, f legacyFlags) Phase {
+	restore := f.KubeletEdited && !f.KubeletRestored
+	switch {
+	case p == diskRollingBack && restore:
+		return PhaseRollBackKubelet
+	case p == diskRollingBack:
+		return PhaseRollBackShim
+	case p == diskRemoving && restore:
+		return PhaseRemoveKubelet
+	case p == diskRemoving:
+		return PhaseRemoveShim
+	}
+	return p
+}
+
+// stateJSON is State without its methods.
+type stateJSON State
+
+// MarshalJSON writes st as the old state file says the same (onDisk).
+func (st State) MarshalJSON() ([]byte, error) {
+	phase, edited := st.Phase.onDisk()
+	return json.Marshal(struct {
+		Phase Phase `json:"phase"`
+		stateJSON
+		legacyFlags
+	}{phase, stateJSON(st), legacyFlags{KubeletEdited: edited}})
+}
+
+// UnmarshalJSON reads a state file of this installer or of one before it.
+func (st *State) UnmarshalJSON(b []byte) error {
+	var f struct {
+		stateJSON
+		legacyFlags
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*st = State(f.stateJSON)
+	st.Phase = fromDisk(st.Phase, f.legacyFlags)
+	return nil
 }
 
 // Created is a file the installer made on the host, with the sha256 of what

@@ -7,10 +7,10 @@ import (
 	"fmt"
 )
 
-// keep handles a node where the shim is installed: the same version is
-// checked (shim healthy, kubelet on it; a kubelet that left it is pointed
-// at it again), another version is an upgrade.
-func (in *Installer) keep(ctx context.Context, st State) error {
+// checkOrUpgrade handles a node where the shim is installed: the same
+// version is checked (checkOrRepoint), a version that failed here before is
+// refused (upgrade-failed), another version is an upgrade.
+func (in *Installer) checkOrUpgrade(ctx context.Context, st State) error {
 	unit, _, err := readHost(in.o.Root, UnitPath)
 	if err != nil {
 		return err
@@ -18,7 +18,7 @@ func (in *Installer) keep(ctx context.Context, st State) error {
 	same := st.ShimSHA == in.shimSHA && bytes.Equal(unit, in.unit)
 	switch {
 	case st.Phase == PhaseDone && same:
-		return in.verify(ctx, st)
+		return in.checkOrRepoint(ctx, st)
 	case st.Phase == PhaseDone && st.Failed == in.shimSHA:
 		msg := fmt.Sprintf("%s failed on this node before and is not tried again (%s); the node stays on %s", in.o.Version, st.Reason, st.Version)
 		in.label(ctx, StateUpgradeBad, msg)
@@ -28,9 +28,11 @@ func (in *Installer) keep(ctx context.Context, st State) error {
 	return in.upgrade(ctx, st)
 }
 
-// verify checks an installed node at an installer's start: the shim runs
-// and is healthy, the kubelet is on it.
-func (in *Installer) verify(ctx context.Context, st State) error {
+// checkOrRepoint checks an installed node at an installer's start: the
+// shim runs and is healthy (else the install is rolled back), and the
+// kubelet is on it; a kubelet that left it is switched onto it again, from
+// PhaseShim, as an install does.
+func (in *Installer) checkOrRepoint(ctx context.Context, st State) error {
 	if err := in.ensureShim(ctx, st); err != nil {
 		return in.rollBack(ctx, st, fmt.Errorf("the shim installed here (%s) is not healthy: %w", st.Version, err))
 	}
@@ -50,11 +52,11 @@ func (in *Installer) verify(ctx context.Context, st State) error {
 		if err != nil {
 			return err
 		}
-		st.Phase, st.Kubelet, st.KubeletEdited, st.KubeletRestored = PhaseShim, &p.edit, false, false
+		st.Phase, st.Kubelet = PhaseShim, &p.edit
 		if err := in.save(st); err != nil {
 			return err
 		}
-		return in.switchKubelet(ctx, st)
+		return in.walk(ctx, &st, false, PhaseDone)
 	}
 	in.label(ctx, StateInstalled, fmt.Sprintf("cri-nstarget %s installed: the kubelet uses %s", st.Version, st.Socket))
 	in.o.Log.WithField("version", st.Version).Info("installed, healthy, and the kubelet uses it")
@@ -89,7 +91,7 @@ func (in *Installer) upgrade(ctx context.Context, st State) error {
 	if err != nil {
 		return in.upgradeFailed(ctx, st, fmt.Errorf("%s was not healthy once restarted: %w", in.o.Version, err))
 	}
-	st.Phase, st.Version, st.ShimSHA, st.Previous, st.Next, st.Failed, st.Reason = PhaseDone, in.o.Version, in.shimSHA, "", "", "", ""
+	st.Phase, st.Version, st.ShimSHA, st.Next, st.Failed, st.Reason = PhaseDone, in.o.Version, in.shimSHA, "", "", ""
 	recordAs(&st, map[string][]byte{in.binPath(): in.o.Shim, UnitPath: in.unit})
 	if err := in.save(st); err != nil {
 		return err
@@ -126,7 +128,7 @@ func (in *Installer) backUp(st *State) error {
 	if err := writeFile(in.o.Root, previousUnit, unit, 0o644); err != nil {
 		return err
 	}
-	st.Phase, st.Previous, st.Next = PhaseUpgrading, st.ShimSHA, in.shimSHA
+	st.Phase, st.Next = PhaseUpgrading, in.shimSHA
 	return in.save(*st)
 }
 
@@ -142,7 +144,7 @@ func (in *Installer) upgradeFailed(ctx context.Context, st State, cause error) e
 		}
 	}
 	reason := cause.Error()
-	st.Phase, st.Failed, st.Reason, st.Previous, st.Next = PhaseDone, in.shimSHA, reason, "", ""
+	st.Phase, st.Failed, st.Reason, st.Next = PhaseDone, in.shimSHA, reason, ""
 	if err := in.save(st); err != nil {
 		return err
 	}

@@ -9,5 +9,9 @@
 // each container's pins are made and released by the calls about that
 // container, and the file system orders the rest.
 //
+// Their layout in a state dir (the config's state_dir) is named here, for
+// the installer, which releases the pins when it removes the shim, and for
+// the lab's soak, which looks for leaked ones: Under and ContainerOf.
+//
 // The policy (which namespaces to pin for whom, and when) is the caller's.
 package pins

@@ -3,13 +3,12 @@ package soak
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/internal/harness"
+	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
 // leaks lists what no pod owns: sandboxes and containers in containerd of
@@ -55,7 +54,7 @@ func (r *run) leaks(ctx context.Context) ([]string, error) {
 		}
 	}
 	state := r.node.shim.StateDir()
-	for _, e := range entries(filepath.Join(state, "pins")) {
+	for _, e := range entries(pins.Under(state)) {
 		if !live[e] {
 			left = append(left, "pin "+e)
 		}
@@ -68,9 +67,7 @@ func (r *run) leaks(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	for _, m := range mounts {
-		rel, _ := filepath.Rel(filepath.Join(state, "pins"), m)
-		id, _, _ := strings.Cut(rel, string(os.PathSeparator))
-		if strings.HasPrefix(rel, "..") || !live[id] {
+		if id, ok := pins.ContainerOf(state, m); !ok || !live[id] {
 			left = append(left, "mount "+m)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/cri-nstarget/cri-nstarget/installer/hostfs"
@@ -23,16 +21,15 @@ func (in *Installer) rollBack(ctx context.Context, st State, cause error) error 
 	reason := cause.Error()
 	ctx = context.WithoutCancel(ctx)
 	in.o.Log.WithField("reason", reason).Warn("rolling back")
-	if st.Phase != PhaseRollingBack {
-		st.Phase, st.Reason = PhaseRollingBack, reason
+	if err := in.enterUndo(&st, rows[st.Phase].rollback, func(st *State) {
+		st.Reason = reason
 		if st.Failed == "" {
 			st.Failed = st.ShimSHA
 		}
-		if err := in.save(st); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
-	if err := in.revert(ctx, &st); err != nil {
+	if err := in.walk(ctx, &st, false, PhaseRolledBack); err != nil {
 		if errors.Is(err, errCrash) {
 			return err
 		}
@@ -56,20 +53,36 @@ func (in *Installer) rollBack(ctx context.Context, st State, cause error) error 
 	return &Failure{StateRolledBack, reason}
 }
 
-// revert puts the node back as it was before the install: the kubelet on
-// its own endpoint and Ready first (the host's guard armed meanwhile, then
-// disarmed), then the shim stopped and its files, and the pins nothing will
-// join, removed. Each step is recorded in st before the next.
-func (in *Installer) revert(ctx context.Context, st *State) error {
-	if st.KubeletEdited && !st.KubeletRestored {
-		if err := in.restoreKubelet(ctx, st); err != nil {
-			return err
-		}
-		st.KubeletRestored = true
-		if err := in.save(*st); err != nil {
-			return err
-		}
+// enterUndo moves st to undo, the phase an undoing of the install
+// starts at from st's phase (its row's rollback or remove), with set's
+// changes, and saves it; nothing when st is there already.
+func (in *Installer) enterUndo(st *State, undo Phase, set func(*State)) error {
+	if undo == "" {
+		return fmt.Errorf("the install's state says %q, which has nothing to undo", st.Phase)
 	}
+	if st.Phase == undo {
+		return nil
+	}
+	st.Phase = undo
+	set(st)
+	return in.save(*st)
+}
+
+// putKubeletBack is an undo's first step: the kubelet back on its own
+// endpoint and Ready (restoreKubelet), then saved at the row's next.
+func (in *Installer) putKubeletBack(ctx context.Context, st *State) error {
+	if err := in.restoreKubelet(ctx, st); err != nil {
+		return err
+	}
+	return in.advance(st)
+}
+
+// takeShimOff is an undo's last step, with the kubelet off the shim: the
+// host's guard stopped and its copy of the kubelet's file removed, the
+// slot given back, then the shim stopped and its files, and the pins
+// nothing will join, removed (removeShim). It ends at the row's next,
+// which the caller saves (a rollback) or removes (a removal).
+func (in *Installer) takeShimOff(ctx context.Context, st *State) error {
 	if err := in.stopGuard(ctx, false); err != nil {
 		return err
 	}
@@ -77,7 +90,11 @@ func (in *Installer) revert(ctx context.Context, st *State) error {
 		return err
 	}
 	in.releaseSlot(ctx)
-	return in.removeShim(ctx, st)
+	if err := in.removeShim(ctx, st); err != nil {
+		return err
+	}
+	st.Phase = rows[st.Phase].next
+	return nil
 }
 
 // restoreKubelet points the kubelet back at st.Kubelet.From, restarts it,
@@ -204,138 +221,6 @@ func (in *Installer) removeShim(ctx context.Context, st *State) error {
 		return err
 	}
 	return in.unpin(ctx, st)
-}
-
-// unpin unmounts, in the host's mount namespace, the pins under the shim's
-// state dir whose container is not CREATED (a running container joined its
-// namespaces when it started; one that is gone needs nothing), and removes
-// their files; then the state dir, when no pin is kept.
-func (in *Installer) unpin(ctx context.Context, st *State) error {
-	if st.ShimRun == "" {
-		return nil
-	}
-	pins := path.Join(st.ShimRun, "pins")
-	mounts, err := in.o.Mounts.Under(st.ShimRun)
-	if err != nil {
-		return fmt.Errorf("list the host's mounts under %s: %w", st.ShimRun, err)
-	}
-	byID := map[string][]string{}
-	for _, m := range mounts {
-		rel, ok := strings.CutPrefix(m, pins+"/")
-		id, _, _ := strings.Cut(rel, "/")
-		if !ok || id == "" {
-			return fmt.Errorf("%s is mounted under %s, and is not a pin: the state dir is left", m, st.ShimRun)
-		}
-		byID[id] = append(byID[id], m)
-	}
-	created := map[string]bool{}
-	if len(byID) > 0 {
-		if created, err = in.o.CRI.Created(ctx, in.socket(st.Backend)); err != nil {
-			in.o.Log.WithError(err).Warn("containerd cannot say which containers are still to start: the pins are kept (a reboot clears them)")
-			return nil
-		}
-	}
-	kept := 0
-	for id, ms := range byID {
-		if created[id] {
-			kept++
-			continue
-		}
-		for _, m := range ms {
-			if err := in.o.Mounts.Unmount(m); err != nil {
-				return fmt.Errorf("unmount the pin %s: %w", m, err)
-			}
-		}
-	}
-	if err := in.removePinFiles(pins, func(id string) bool { return created[id] && len(byID[id]) > 0 }); err != nil {
-		return err
-	}
-	if kept > 0 {
-		in.o.Log.WithField("containers", kept).Info("pins kept for containers still to start; a reboot clears them")
-		return nil
-	}
-	if left, err := in.o.Mounts.Under(st.ShimRun); err != nil || len(left) > 0 {
-		return fmt.Errorf("still mounted under %s: %v %v", st.ShimRun, left, err)
-	}
-	if err := os.RemoveAll(in.hostPath(st.ShimRun)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", st.ShimRun, err)
-	}
-	return nil
-}
-
-// removePinFiles removes the files of the pins no longer mounted but
-// those kept: each directory goes once nothing is mounted below it
-// (Under, again, says so).
-func (in *Installer) removePinFiles(pins string, kept func(id string) bool) error {
-	entries, _ := os.ReadDir(in.hostPath(pins))
-	for _, e := range entries {
-		if kept(e.Name()) {
-			continue
-		}
-		dir := path.Join(pins, e.Name())
-		if left, err := in.o.Mounts.Under(dir); err != nil || len(left) > 0 {
-			return fmt.Errorf("still mounted under %s: %v %v", dir, left, err)
-		}
-		if err := os.RemoveAll(in.hostPath(dir)); err != nil {
-			return fmt.Errorf("remove %s: %w", dir, err)
-		}
-	}
-	return nil
-}
-
-// Remove takes the shim off the node (the DaemonSet's cleanup mode): the
-// install on record undone, then the state file and the Node's label
-// removed. A node with nothing on record is left as it is.
-func (in *Installer) Remove(ctx context.Context) error {
-	st, err := loadState(in.o.Root)
-	if err != nil {
-		return err
-	}
-	if st.Phase == "" {
-		if hostExists(in.o.Root, UnitPath) {
-			in.o.Log.Warnf("%s exists but this installer has no record of it: left as it is", UnitPath)
-		}
-		in.label(ctx, "", "")
-		in.o.Log.Info("nothing of this installer's on this node")
-		return nil
-	}
-	return in.remove(ctx, st)
-}
-
-func (in *Installer) remove(ctx context.Context, st State) error {
-	ctx = context.WithoutCancel(ctx)
-	if st.Phase != PhaseRemoving {
-		st.Phase = PhaseRemoving
-		if err := in.save(st); err != nil {
-			return err
-		}
-	}
-	in.label(ctx, StateRemoving, "removing cri-nstarget")
-	if err := in.revert(ctx, &st); err != nil {
-		if errors.Is(err, errCrash) {
-			return err
-		}
-		in.releaseSlot(ctx)
-		msg := fmt.Sprintf("removing cri-nstarget failed: %v", err)
-		in.label(ctx, StateFailed, msg)
-		in.o.Cluster.Event(ctx, true, "RemoveFailed", msg)
-		return &Failure{StateFailed, msg}
-	}
-	if err := removeHost(in.o.Root, StatePath); err != nil {
-		return err
-	}
-	removeEmptyDirs(in.o.Root, StateDir)
-	if err := in.at("removed:state"); err != nil {
-		return err
-	}
-	in.label(ctx, "", "")
-	msg := "cri-nstarget removed: the kubelet is on its own runtime endpoint, and the shim's unit, files and config are gone"
-	if st.Kubelet != nil {
-		msg = fmt.Sprintf("cri-nstarget removed: the kubelet uses %s again (%s), and the shim's unit, files and config are gone", st.Kubelet.From, st.Kubelet.Path)
-	}
-	in.o.Log.Info(msg)
-	in.o.Cluster.Event(ctx, false, "Removed", msg)
-	return nil
 }
 
 // fileMode is the permission bits of the host's file.
