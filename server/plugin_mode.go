@@ -72,9 +72,9 @@ type pinNames interface {
 // long as the process. off says why that name would reach nothing (not in
 // the host's PID namespace): the plugin then answers nothing.
 func pluginPins(stateDir string) (store pinStore, names pinNames, off error) {
-	dir, err := filepath.Abs(filepath.Join(stateDir, "pins"))
+	dir, err := filepath.Abs(pins.Under(stateDir))
 	if err != nil {
-		return pins.New(filepath.Join(stateDir, "pins")), nil, fmt.Errorf("pins directory: %w", err)
+		return pins.New(pins.Under(stateDir)), nil, fmt.Errorf("pins directory: %w", err)
 	}
 	p := pins.Through(dir, os.Getpid())
 	return p, p, pins.Reachable(dir, os.Getpid())

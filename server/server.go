@@ -131,7 +131,7 @@ func New(opts Options) *Server {
 		lookup:   api,
 		states:   api,
 		events:   newTaskEvents(opts.Containerd, opts.ContainerdNamespace, log),
-		pins:     pins.New(filepath.Join(opts.StateDir, "pins")),
+		pins:     pins.New(pins.Under(opts.StateDir)),
 		intents:  intents.New(filepath.Join(opts.StateDir, "intents")),
 		handlers: newHandlers(cri, log, opts.HandlersWithoutJoin, filepath.Join(opts.StateDir, "runtime-handlers.json")),
 		kernel:   hostKernel(),
