@@ -27,14 +27,14 @@ GO       ?= go
 # when tracked files changed) and the commit's date, not the clock's, so that
 # the same commit builds the same bytes (SOURCE_DATE_EPOCH overrides the date).
 # The version is CHANGELOG.md's newest release (its first "## [X.Y.Z] -
-# YYYY-MM-DD", as vX.Y.Z), read by internal/cmd/nstarget-changelog, which make
+# YYYY-MM-DD", as vX.Y.Z), read by cmd/nstarget-changelog, which make
 # release cuts the notes with; not a git tag, which a clone need not have. A build between
 # releases says the last release and its own commit. VERSION=... overrides it
 # (make release VERSION=vX.Y.Z); make print-version prints it.
 # EXTRA_LDFLAGS: more linker flags (make release strips: -s -w).
 ifeq ($(origin VERSION),undefined)
-VERSION    := $(shell GOOS= GOARCH= $(GO) run ./internal/cmd/nstarget-changelog newest)
-$(if $(VERSION),,$(error no version: "$(GO) run ./internal/cmd/nstarget-changelog newest" printed none (why: above; no Go, or no "## [X.Y.Z] - YYYY-MM-DD" in CHANGELOG.md); or give VERSION=vX.Y.Z))
+VERSION    := $(shell GOOS= GOARCH= $(GO) run ./cmd/nstarget-changelog newest)
+$(if $(VERSION),,$(error no version: "$(GO) run ./cmd/nstarget-changelog newest" printed none (why: above; no Go, or no "## [X.Y.Z] - YYYY-MM-DD" in CHANGELOG.md); or give VERSION=vX.Y.Z))
 endif
 COMMIT     ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo $$c-dirty; })
 BUILD_DATE ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ),$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null))
@@ -57,7 +57,7 @@ ARGS               ?=
 all: build
 
 build: shim
-	$(GO) build -o bin/nstarget-lab ./internal/cmd/nstarget-lab
+	$(GO) build -o bin/nstarget-lab ./cmd/nstarget-lab
 
 deps:
 	$(LEG) ./hack/deps.sh
@@ -325,7 +325,7 @@ deploy-admission: deps
 	NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" \
 		$(LEG) $(GO) test -tags apiserver -count=1 -v -timeout 5m ./deploy/
 
-# A busy node under random faults (issue 36; internal/cmd/nstarget-soak,
+# A busy node under random faults (issue 36; cmd/nstarget-soak,
 # internal/soak), outside `make test`: the e2e cluster (kubelet
 # $(KUBERNETES_NEWEST), the shim as its runtime) with ~30 pods, pods replaced
 # every few seconds, a debug container with --target about once a second, and
@@ -352,7 +352,7 @@ SOAK_BREAK    ?=
 SOAK_ARGS     ?=
 .PHONY: soak
 soak: deps build
-	$(GO) build -o bin/nstarget-soak ./internal/cmd/nstarget-soak
+	$(GO) build -o bin/nstarget-soak ./cmd/nstarget-soak
 	./bin/nstarget-soak --duration $(SOAK_DURATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_BREAK),--break $(SOAK_BREAK)) \
 		--shim-binary $(BIN) --kubernetes-bin "$(call kubernetes,$(KUBERNETES_NEWEST))" \
 		--kubelet "$(call kubelet_bin,$(SOAK_BACKEND))" \
@@ -484,7 +484,7 @@ demo: deps build
 # "-count 100 -calls 3000 -duration 12s".
 BENCH_ARGS ?=
 bench: deps build
-	$(GO) run ./internal/cmd/nstarget-bench -shim-binary $(BIN) $(BENCH_ARGS)
+	$(GO) run ./cmd/nstarget-bench -shim-binary $(BIN) $(BENCH_ARGS)
 
 # A TARGET create never waits on the apiserver (issue 33): three shims of
 # this build in front of one containerd, events off, on (kube-apiserver
@@ -494,7 +494,7 @@ bench: deps build
 BENCH_EVENTS_ARGS ?=
 .PHONY: bench-events
 bench-events: deps build
-	$(GO) run ./internal/cmd/nstarget-bench events --shim-binary $(BIN) --kubernetes-bin "$(call kubernetes,$(KUBERNETES_NEWEST))" \
+	$(GO) run ./cmd/nstarget-bench events --shim-binary $(BIN) --kubernetes-bin "$(call kubernetes,$(KUBERNETES_NEWEST))" \
 		--etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_EVENTS_ARGS)
 
 # The TARGET create measure on one backend (BENCH_BACKEND: 2.4, the NRI
@@ -506,7 +506,7 @@ BENCH_BACKEND     ?= 2.4
 BENCH_TARGET_ARGS ?= -count 300
 .PHONY: bench-target
 bench-target: deps build
-	$(call backend_env,$(BENCH_BACKEND)) $(GO) run ./internal/cmd/nstarget-bench -shim-binary $(BIN) -only target $(BENCH_TARGET_ARGS)
+	$(call backend_env,$(BENCH_BACKEND)) $(GO) run ./cmd/nstarget-bench -shim-binary $(BIN) -only target $(BENCH_TARGET_ARGS)
 
 # The plugin mode's TARGET create and memory (issue 49; docs/reports/benchmarks.md):
 # two private containerds $(CONTAINERD_24), cri-nstarget --mode plugin attached
@@ -517,7 +517,7 @@ bench-target: deps build
 BENCH_PLUGIN_ARGS ?=
 .PHONY: bench-plugin
 bench-plugin: deps build
-	$(call backend_env,2.4) $(GO) run ./internal/cmd/nstarget-bench plugin -shim-binary $(BIN) $(BENCH_PLUGIN_ARGS)
+	$(call backend_env,2.4) $(GO) run ./cmd/nstarget-bench plugin -shim-binary $(BIN) $(BENCH_PLUGIN_ARGS)
 
 # A busy node's steady state (docs/reports/benchmarks.md): a kubelet
 # $(KUBERNETES_NEWEST) with 100 running pods, its endpoint the shim and then
@@ -530,7 +530,7 @@ bench-plugin: deps build
 BENCH_NODE_ARGS ?=
 .PHONY: bench-node
 bench-node: deps build
-	$(call backend_env,2.4) $(GO) run ./internal/cmd/nstarget-bench node -shim-binary $(BIN) \
+	$(call backend_env,2.4) $(GO) run ./cmd/nstarget-bench node -shim-binary $(BIN) \
 		-kubernetes-bin "$(call kubernetes,$(KUBELET_24))" -etcd "$$(./hack/etcd.sh)/etcd" $(BENCH_NODE_ARGS)
 
 clean:
@@ -653,7 +653,7 @@ CRITEST_ARGS     = --critest bin/critest --critest-standin bin/critest-standin -
 .PHONY: conformance conformance-tools conformance-report
 
 conformance-tools: build conformance-suite
-	$(GO) build -o bin/nstarget-matrix ./internal/cmd/nstarget-matrix
+	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
 	cd hack/critest && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o ../../bin/critest-standin ./standin
 	cd hack/critest && $(GO) test -c -trimpath -buildvcs=false -o ../../bin/critest \
 		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRITEST_VERSION)" sigs.k8s.io/cri-tools/cmd/critest
@@ -673,7 +673,7 @@ conformance-report:
 BENCH_CRITEST_ARGS ?=
 .PHONY: bench-critest
 bench-critest: deps conformance-tools
-	$(GO) run ./internal/cmd/nstarget-bench critest --shim-binary $(BIN) --critest bin/critest --critest-standin bin/critest-standin \
+	$(GO) run ./cmd/nstarget-bench critest --shim-binary $(BIN) --critest bin/critest --critest-standin bin/critest-standin \
 		--critest-busybox "$$(./hack/busybox-full.sh)" --containerd containerd --out bin/bench-critest $(BENCH_CRITEST_ARGS)
 
 # Release artifacts for node image bakers (docs/node-images.md), into
@@ -682,7 +682,7 @@ bench-critest: deps conformance-tools
 # (nfpm v2.45.2, built from its own module, hack/nfpm/go.mod) per
 # architecture; the same of nstarget-conformance (make install-conformance,
 # the package cri-nstarget-conformance); RELEASE-NOTES.md and the packages'
-# changelogs made from VERSION's entry in CHANGELOG.md (internal/cmd/nstarget-changelog:
+# changelogs made from VERSION's entry in CHANGELOG.md (cmd/nstarget-changelog:
 # a version without one is refused); and SHA256SUMS. hack/release.sh says
 # what each holds.
 #   make release [VERSION=vX.Y.Z] [RELEASE_ARCHES="amd64 arm64"] [ALLOW_DIRTY=1]
@@ -703,7 +703,7 @@ release-check: deps
 	GO="$(GO)" MAKE="$(MAKE)" $(LEG) ./hack/release-check.sh
 
 # The version the build stamps (VERSION, above), for scripts and for
-# internal/cmd/nstarget-changelog's TestMakefileVersion.
+# cmd/nstarget-changelog's TestMakefileVersion.
 print-version:
 	@echo $(VERSION)
 

@@ -51,7 +51,7 @@ for tool in dpkg-deb dpkg-parsechangelog lintian rpm file unshare; do
 done
 # The version built is CHANGELOG.md's newest release: what `make release`
 # would be asked for next, with the notes and changelogs it would ship.
-"$GO" build -o "$work/nstarget-changelog" ./internal/cmd/nstarget-changelog
+"$GO" build -o "$work/nstarget-changelog" ./cmd/nstarget-changelog
 version=$("$work/nstarget-changelog" newest) ||
   { echo "release-check: CHANGELOG.md has no release to build: it needs an entry \"## [X.Y.Z] - YYYY-MM-DD\" (make release VERSION=vX.Y.Z builds that one)"; exit 1; }
 debver=${version#v}

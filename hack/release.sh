@@ -29,7 +29,7 @@
 # date; every date in the archives is the commit's (SOURCE_DATE_EPOCH), so a
 # commit builds the same bytes twice (hack/release-check.sh builds twice and
 # compares).
-# The words come from CHANGELOG.md (internal/cmd/nstarget-changelog): VERSION must have
+# The words come from CHANGELOG.md (cmd/nstarget-changelog): VERSION must have
 # its entry there (## [X.Y.Z] - YYYY-MM-DD, Keep a Changelog's form). It becomes the release notes, the
 # .debs' changelog.Debian.gz (with the older entries, in Debian's format) and
 # the .rpms' %changelog. A test build of a prerelease (vX.Y.Z-SOMETHING) may
@@ -66,7 +66,7 @@ mkdir -p bin
 
 # CHANGELOG.md first: a version without its entry stops here, before anything
 # is built.
-"$GO" build -o "$work/nstarget-changelog" ./internal/cmd/nstarget-changelog
+"$GO" build -o "$work/nstarget-changelog" ./cmd/nstarget-changelog
 unreleased=()
 if [ "${UNRELEASED:-0}" = 1 ]; then unreleased=(--unreleased --date "$SOURCE_DATE_EPOCH"); fi
 changelog() { "$work/nstarget-changelog" "$1" "${unreleased[@]}" "${@:2}" "$version"; }

@@ -21,5 +21,5 @@
 //
 // The pure parts (the schedule, the oracle, the growth bound, the report)
 // are unit-tested; Run needs root, containerd, runc and Kubernetes'
-// binaries, and is started by internal/cmd/nstarget-soak.
+// binaries, and is started by cmd/nstarget-soak.
 package soak
