@@ -172,6 +172,11 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 		defer cancel()
 		r.server.Shutdown(ctx)
 	})
+	// as cmd/cri-nstarget runs it; a start-up reconcile that fails is the
+	// reconciler loop's to retry, and the tests of it call Reconcile
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = r.server.Run(ctx)
+	cancel()
 	if plugin {
 		return r
 	}
