@@ -302,8 +302,8 @@ func TestCreateIPCTargetShmIsThePods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		open := r.server.target.openNS
-		r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+		open := r.kernel.openNS
+		r.kernel.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 			hs, err := open(pid, kinds)
 			for _, h := range hs {
 				if h.Kind == namespaces.Shm {
@@ -334,8 +334,8 @@ func TestCreateIPCTargetShmIsThePods(t *testing.T) {
 func TestCreateIPCTargetWithoutShm(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
 		r := newRig(t, false)
-		open := r.server.target.openNS
-		r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+		open := r.kernel.openNS
+		r.kernel.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 			return open(pid, slices.DeleteFunc(slices.Clone(kinds), func(k namespaces.Kind) bool { return k == namespaces.Shm }))
 		}
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
@@ -397,7 +397,7 @@ func TestCreateUsernsJoin(t *testing.T) {
 				r := newRig(t, tc.strict)
 				r.specs.userns = "/proc/77/ns/user"
 				var asked []string
-				r.server.target.canJoin = func(h *namespaces.Handle, userns string) (bool, error) {
+				r.kernel.canJoin = func(h *namespaces.Handle, userns string) (bool, error) {
 					asked = append(asked, string(h.Kind)+" from "+userns)
 					return tc.canJoin, nil
 				}

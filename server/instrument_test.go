@@ -14,7 +14,7 @@ import (
 // A panic in a handler becomes Internal for that call; the shim keeps serving.
 func TestPanicIsContained(t *testing.T) {
 	r := newRig(t, false)
-	r.server.target.hasInit = func(string) (bool, error) { panic("boom") }
+	r.kernel.hasInit = func(string) (bool, error) { panic("boom") }
 	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 	if err != nil {

@@ -145,7 +145,7 @@ func TestCreatePostsEvent(t *testing.T) {
 			t.Run(tc.desc, func(t *testing.T) {
 				r := newRig(t, tc.strict)
 				s := &sink{}
-				r.server.target.report.events = s
+				r.events = s
 				r.addTarget("app1", "sb1", tc.state)
 				req := createReq("sb1", pidTarget("app1"))
 				if tc.pod {
@@ -187,7 +187,7 @@ func TestRecordNamesPodAndTarget(t *testing.T) {
 func TestStartPostsEvent(t *testing.T) {
 	r := newRig(t, false)
 	s := &sink{}
-	r.server.target.report.events = s
+	r.events = s
 	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
 	if err != nil {
@@ -243,7 +243,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "target exited while its namespaces were opened", ns: pidTarget("app1"),
 			setup: func(_ *testing.T, r *rig) {
-				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
+				r.kernel.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
 					return nil, namespaces.ErrExited
 				}
 			},
@@ -253,7 +253,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "namespaces cannot be opened", ns: pidTarget("app1"),
 			setup: func(_ *testing.T, r *rig) {
-				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
+				r.kernel.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
 					return nil, errors.New("open /proc/4242/ns/pid: permission denied")
 				}
 			},
@@ -337,7 +337,7 @@ func TestTargetingMetricsAtStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.server.target.hasInit = func(string) (bool, error) { return tc.live, tc.err }
+		r.kernel.hasInit = func(string) (bool, error) { return tc.live, tc.err }
 		r.start(id)
 		if got := m.outcomes(); !slices.Equal(got, tc.want) {
 			t.Errorf("strict=%v live=%v err=%v: targeting = %q, want %q", tc.strict, tc.live, tc.err, got, tc.want)

@@ -81,6 +81,36 @@ type rig struct {
 	nriSocket string
 	adjusted  map[string]*nriapi.ContainerAdjustment
 	nriFail   error
+
+	// kernel is the kernel's side the shim calls (through kernelOf), and
+	// events where its Events go (nil: dropped): a test sets either before
+	// the calls it makes, and the shim itself is never patched.
+	kernel kernel
+	events EventSink
+}
+
+// kernelOf is the kernel's side the rig's shim is built with: each call
+// goes to r.kernel's function as the test has set it.
+func (r *rig) kernelOf() kernel {
+	return kernel{
+		openNS: func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) { return r.kernel.openNS(pid, kinds) },
+		openIdentified: func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error) {
+			return r.kernel.openIdentified(pid, kinds)
+		},
+		hasInit: func(path string) (bool, error) { return r.kernel.hasInit(path) },
+		canJoin: func(h *namespaces.Handle, userns string) (bool, error) { return r.kernel.canJoin(h, userns) },
+		stat:    func(path string) (namespaces.ID, error) { return r.kernel.stat(path) },
+	}
+}
+
+// rigSink posts the shim's Events to the rig's events, as the test has
+// set them.
+type rigSink struct{ r *rig }
+
+func (s rigSink) Post(e Event) {
+	if s.r.events != nil {
+		s.r.events.Post(e)
+	}
 }
 
 func newRig(t testing.TB, strict bool) *rig {
@@ -141,7 +171,7 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 		return hs, nil
 	}
 	k.openIdentified = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error) {
-		hs, err := r.server.target.openNS(pid, kinds) // as a test set it
+		hs, err := r.kernel.openNS(pid, kinds) // as a test set it
 		if r.identity != nil {
 			return hs, r.identity(pid), err
 		}
@@ -149,6 +179,7 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 	}
 	k.hasInit = func(string) (bool, error) { return r.live, nil }
 	k.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
+	r.kernel = k
 	d := deps{
 		backend:  r.direct,
 		cri:      runtimeapi.NewRuntimeServiceClient(r.direct),
@@ -156,7 +187,8 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 		specs:    r.specs,
 		pins:     r.pins,
 		intents:  intents.New(t.TempDir()),
-		kernel:   k,
+		kernel:   r.kernelOf(),
+		sink:     rigSink{r},
 		nri:      nri,
 		plugin:   plugin,
 		strict:   strict,

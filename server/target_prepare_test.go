@@ -34,8 +34,8 @@ func TestResolveFullID(t *testing.T) {
 			r := newRig(t, false)
 			r.server.target.lookup = fakeLookup{sandbox: tc.lookup, tasks: r.server.target.tasks}
 			r.addTarget(full, "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-			open, opened := r.server.target.openNS, 0
-			r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+			open, opened := r.kernel.openNS, 0
+			r.kernel.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 				opened = pid
 				return open(pid, kinds)
 			}

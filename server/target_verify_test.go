@@ -109,8 +109,8 @@ func (r *rig) withChecks() (*reader, *fakeStates, *sink) {
 	t := r.server.target
 	t.verify = &verifier{t: t, side: t.exits.side, states: st, of: rd.of, host: hostPID,
 		subscribed: func() bool { return false }, reads: map[string]*taskRead{}}
-	t.stat = pinStat
-	t.report.events = s
+	r.kernel.stat = pinStat
+	r.events = s
 	return rd, st, s
 }
 
@@ -266,7 +266,7 @@ func TestVerifyAfterPinReleased(t *testing.T) {
 		h := r.withHandlers(t, "")
 		r.runPod(t, "sb1", "runc")
 		id := r.pidDebugger(t)
-		r.server.target.stat = func(string) (namespaces.ID, error) { return namespaces.ID{Dev: 8, Ino: 77}, nil } // released
+		r.kernel.stat = func(string) (namespaces.ID, error) { return namespaces.ID{Dev: 8, Ino: 77}, nil } // released
 		st.set(id, taskState{pid: 780, status: task.Status_RUNNING})
 		rd.set(780, map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID})
 		if err := r.start(id); err != nil {
