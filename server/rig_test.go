@@ -225,11 +225,18 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 // that spec with the adjustment applied, as containerd does.
 func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
 	t.Helper()
+	return newNRIRigEdit(t, strict, nil, opts...)
+}
+
+// newNRIRigEdit is newNRIRig with its deps edited (edit, if not nil)
+// before the server is built on them.
+func newNRIRigEdit(t testing.TB, strict bool, edit func(*deps), opts ...adaptation.Option) *rig {
+	t.Helper()
 	a, socket := nriRuntime(t, opts...)
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
-	r := buildRig(t, strict, p) // which runs p until its Shutdown
+	r := buildRigEdit(t, strict, p, false, edit) // which runs p until its Shutdown
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// connected once an event reaches the plugin through the runtime
