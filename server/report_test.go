@@ -18,7 +18,7 @@ import (
 // TestCreateStepsLogged: at debug level a targeted create says where its
 // time went, step by step, on both paths.
 func TestCreateStepsLogged(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		log, hook := test.NewNullLogger()
 		log.SetLevel(logrus.DebugLevel)
@@ -128,7 +128,7 @@ func TestTargetingEvent(t *testing.T) {
 // seen); a strict refusal posts none (the kubelet has its own Failed event
 // with the refusal), and neither does a create whose client named no pod.
 func TestCreatePostsEvent(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		for _, tc := range []struct {
 			desc    string
 			strict  bool
@@ -291,7 +291,7 @@ func TestTargetingMetrics(t *testing.T) {
 		},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+			eachPath(t, func(t *testing.T, newRig rigMaker) {
 				for _, strict := range []bool{false, true} {
 					r := newRig(t, strict)
 					if path := map[bool]string{false: "update", true: "nri"}[r.nri != nil]; tc.only != "" && tc.only != path {

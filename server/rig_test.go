@@ -113,9 +113,23 @@ func (s rigSink) Post(e Event) {
 	}
 }
 
-func newRig(t testing.TB, strict bool) *rig {
+// newRig is a rig on the Update path, its deps edited by edits (in order)
+// before the server is built on them.
+func newRig(t testing.TB, strict bool, edits ...func(*deps)) *rig {
 	t.Helper()
-	return buildRig(t, strict, nil)
+	return buildRigEdit(t, strict, nil, false, editAll(edits))
+}
+
+// rigMaker makes a rig (newRig, or newNRIRig's with edits).
+type rigMaker func(t testing.TB, strict bool, edits ...func(*deps)) *rig
+
+// editAll is edits as one edit.
+func editAll(edits []func(*deps)) func(*deps) {
+	return func(d *deps) {
+		for _, edit := range edits {
+			edit(d)
+		}
+	}
 }
 
 // newRigWith is newRig with options for the shim's grpc.Server.
@@ -266,10 +280,10 @@ func newNRIRigEdit(t testing.TB, strict bool, edit func(*deps), opts ...adaptati
 // (newNRIRig), where the container is pointed inside the backend's create.
 // Both leave the outcome in the fake containerd's stored spec, so the same
 // assertions hold on both.
-func eachPath(t *testing.T, test func(t *testing.T, newRig func(testing.TB, bool) *rig)) {
+func eachPath(t *testing.T, test func(t *testing.T, newRig rigMaker)) {
 	t.Run("update", func(t *testing.T) { test(t, newRig) })
 	t.Run("nri", func(t *testing.T) {
-		test(t, func(t testing.TB, strict bool) *rig { return newNRIRig(t, strict) })
+		test(t, func(t testing.TB, strict bool, edits ...func(*deps)) *rig { return newNRIRigEdit(t, strict, editAll(edits)) })
 	})
 }
 
