@@ -31,9 +31,8 @@ func TestPanicIsContained(t *testing.T) {
 // Every call, passed through or intercepted, is reported once with its
 // method and final code.
 func TestCallMetrics(t *testing.T) {
-	r := newRig(t, false)
 	m := &fakeMetrics{}
-	r.setMetrics(m)
+	r := newRig(t, false, withMetrics(m))
 	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
 	rt.Version(context.Background(), &runtimeapi.VersionRequest{})
 	rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "x"})

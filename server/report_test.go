@@ -19,10 +19,9 @@ import (
 // time went, step by step, on both paths.
 func TestCreateStepsLogged(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig rigMaker) {
-		r := newRig(t, false)
 		log, hook := test.NewNullLogger()
 		log.SetLevel(logrus.DebugLevel)
-		r.server.target.report.log = logrus.NewEntry(log)
+		r := newRig(t, false, func(d *deps) { d.log = logrus.NewEntry(log) })
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if err != nil {
@@ -293,12 +292,11 @@ func TestTargetingMetrics(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			eachPath(t, func(t *testing.T, newRig rigMaker) {
 				for _, strict := range []bool{false, true} {
-					r := newRig(t, strict)
+					m := &fakeMetrics{}
+					r := newRig(t, strict, withMetrics(m))
 					if path := map[bool]string{false: "update", true: "nri"}[r.nri != nil]; tc.only != "" && tc.only != path {
 						return
 					}
-					m := &fakeMetrics{}
-					r.setMetrics(m)
 					r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 					if tc.setup != nil {
 						tc.setup(t, r)
@@ -329,9 +327,8 @@ func TestTargetingMetricsAtStart(t *testing.T) {
 		{strict: true, live: false, want: []string{"pid/create/targeted/none", "pid/start/refused/namespace_gone"}},
 		{err: errors.New("stat: no such file"), want: []string{"pid/create/targeted/none", "pid/start/fallback/pin_failed"}},
 	} {
-		r := newRig(t, tc.strict)
 		m := &fakeMetrics{}
-		r.setMetrics(m)
+		r := newRig(t, tc.strict, withMetrics(m))
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if err != nil {

@@ -51,7 +51,7 @@ import (
 // backend's CRI, containerd's API, the pins, the metrics and the Events),
 // NRI's runtime side as containerd runs it (nriRuntime, nriEvent,
 // applyAdjustment), and the one wait helper (waitFor). The rig has no
-// Metrics unless a test sets them (setMetrics): every other test runs the
+// Metrics unless a test gives them (withMetrics): every other test runs the
 // shim without them.
 
 // rig is a shim in front of a fake backend, both served by real
@@ -299,10 +299,10 @@ func dialMem(t testing.TB, lis *bufconn.Listener, opts ...grpc.DialOption) *grpc
 	return conn
 }
 
-// setMetrics makes m the shim's metrics recorder, for calls and targeting.
-func (r *rig) setMetrics(m Metrics) {
-	r.server.metrics = m
-	r.server.target.report.metrics = m
+// withMetrics is an edit of a rig's deps that makes m the shim's metrics
+// recorder, for calls and targeting.
+func withMetrics(m Metrics) func(*deps) {
+	return func(d *deps) { d.metrics = m }
 }
 
 // waitFor waits, up to 10 s, for cond (tried every 5 ms), and fails t

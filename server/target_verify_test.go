@@ -218,10 +218,9 @@ func TestJudge(t *testing.T) {
 // the start has returned.
 func TestVerifyAfterStart(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig rigMaker) {
-		r := newRig(t, false)
-		rd, st, s := r.withChecks()
 		m := &fakeMetrics{}
-		r.setMetrics(m)
+		r := newRig(t, false, withMetrics(m))
+		rd, st, s := r.withChecks()
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
 		id, err := r.create(t, withPod(createReq("sb1", both)))
@@ -307,10 +306,9 @@ func TestVerifyNotJoined(t *testing.T) {
 		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
 			eachPath(t, func(t *testing.T, newRig rigMaker) {
 				var h *handlers
-				r := newRig(t, strict, withHandlers(t, "", &h))
-				rd, st, s := r.withChecks()
 				m := &fakeMetrics{}
-				r.setMetrics(m)
+				r := newRig(t, strict, withHandlers(t, "", &h), withMetrics(m))
+				rd, st, s := r.withChecks()
 				r.runPod(t, "sb1", "vmrun")
 				id := r.pidDebugger(t)
 				if rec := r.record(t, id); rec.RuntimeHandler != "vmrun" || rec.Namespaces["pid"].Result != oci.Targeted {
