@@ -93,7 +93,9 @@ type rig struct {
 // goes to r.kernel's function as the test has set it.
 func (r *rig) kernelOf() kernel {
 	return kernel{
-		openNS: func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) { return r.kernel.openNS(pid, kinds) },
+		openNS: func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+			return r.kernel.openNS(pid, kinds)
+		},
 		openIdentified: func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error) {
 			return r.kernel.openIdentified(pid, kinds)
 		},
@@ -283,7 +285,9 @@ func newNRIRigEdit(t testing.TB, strict bool, edit func(*deps), opts ...adaptati
 func eachPath(t *testing.T, test func(t *testing.T, newRig rigMaker)) {
 	t.Run("update", func(t *testing.T) { test(t, newRig) })
 	t.Run("nri", func(t *testing.T) {
-		test(t, func(t testing.TB, strict bool, edits ...func(*deps)) *rig { return newNRIRigEdit(t, strict, editAll(edits)) })
+		test(t, func(t testing.TB, strict bool, edits ...func(*deps)) *rig {
+			return newNRIRigEdit(t, strict, editAll(edits))
+		})
 	})
 }
 
