@@ -17,7 +17,7 @@ import (
 )
 
 func TestCreateWithoutTargetIsUntouched(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		req := createReq("sb1", &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER})
 		if _, err := r.create(t, req); err != nil {
@@ -33,7 +33,7 @@ func TestCreateWithoutTargetIsUntouched(t *testing.T) {
 }
 
 func TestCreateTargetsPIDAndIPC(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", &runtimeapi.NamespaceOption{
@@ -65,7 +65,7 @@ func TestCreateTargetsPIDAndIPC(t *testing.T) {
 }
 
 func TestCreateRefusals(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		for _, tc := range []struct {
 			desc   string
 			target string
@@ -98,7 +98,7 @@ func TestCreateRefusals(t *testing.T) {
 }
 
 func TestCreateFallbacks(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		for _, tc := range []struct {
 			desc       string
 			state      runtimeapi.ContainerState
@@ -180,7 +180,7 @@ func TestCreateCleansUpAfterLateFailure(t *testing.T) {
 }
 
 func TestCreatePinFailureFallsBack(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		r.pins.err = errors.New("mount: operation not permitted")
@@ -198,7 +198,7 @@ func TestCreatePinFailureFallsBack(t *testing.T) {
 }
 
 func TestCreateVerifiesTaskPID(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		var calls atomic.Int32
@@ -218,7 +218,7 @@ func TestCreateVerifiesTaskPID(t *testing.T) {
 // the backend made is removed; on the NRI path the event's answer refuses,
 // and the backend makes nothing.
 func TestCreateVerifiesTaskPIDStrict(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, true)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		var calls atomic.Int32
@@ -265,7 +265,7 @@ func TestSamePodByResolvedIDs(t *testing.T) {
 // that is not the pod's is pinned and the container's mount points at the
 // pin, keeping the backend's options; the record says what is shared.
 func TestCreateIPCSharesTargetShm(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", ipcTarget("app1")))
@@ -295,15 +295,15 @@ func TestCreateIPCSharesTargetShm(t *testing.T) {
 // The target's /dev/shm is the pod's (the same directory): nothing changes
 // and nothing more is pinned.
 func TestCreateIPCTargetShmIsThePods(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		r.specs.shmDir = t.TempDir()
 		podShm, err := namespaces.Stat(r.specs.shmDir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		open := r.server.target.openNS
-		r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+		open := r.kernel.openNS
+		r.kernel.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 			hs, err := open(pid, kinds)
 			for _, h := range hs {
 				if h.Kind == namespaces.Shm {
@@ -332,10 +332,10 @@ func TestCreateIPCTargetShmIsThePods(t *testing.T) {
 // The target has no /dev/shm: the namespace is still joined, the record
 // says /dev/shm is not shared and why.
 func TestCreateIPCTargetWithoutShm(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
-		open := r.server.target.openNS
-		r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+		open := r.kernel.openNS
+		r.kernel.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 			return open(pid, slices.DeleteFunc(slices.Clone(kinds), func(k namespaces.Kind) bool { return k == namespaces.Shm }))
 		}
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
@@ -355,7 +355,7 @@ func TestCreateIPCTargetWithoutShm(t *testing.T) {
 // The namespace pins fail after the spec was pointed at the target's
 // /dev/shm: the fallback restores the pod's mount with the namespaces.
 func TestCreateIPCPinFailureRestoresShm(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		r := newRig(t, false)
 		r.pins.holdErr = errors.New("mount: operation not permitted")
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
@@ -383,7 +383,7 @@ func TestCreateIPCPinFailureRestoresShm(t *testing.T) {
 // shim falls back to the pod's namespace and says why, keeping no pin; a
 // strict shim refuses with FailedPrecondition and removes what the backend made.
 func TestCreateUsernsJoin(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		for _, tc := range []struct {
 			name    string
 			strict  bool
@@ -397,7 +397,7 @@ func TestCreateUsernsJoin(t *testing.T) {
 				r := newRig(t, tc.strict)
 				r.specs.userns = "/proc/77/ns/user"
 				var asked []string
-				r.server.target.canJoin = func(h *namespaces.Handle, userns string) (bool, error) {
+				r.kernel.canJoin = func(h *namespaces.Handle, userns string) (bool, error) {
 					asked = append(asked, string(h.Kind)+" from "+userns)
 					return tc.canJoin, nil
 				}

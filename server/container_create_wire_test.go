@@ -80,7 +80,7 @@ func wireRequest(t *testing.T, ns *runtimeapi.NamespaceOption, nsUnknown, config
 // pass as they came, on both paths.
 func TestCreateForwardsWhatItWasSent(t *testing.T) {
 	pod := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 0) // pid: POD
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		for _, tc := range []struct {
 			desc     string
 			ns       *runtimeapi.NamespaceOption

@@ -158,6 +158,9 @@ func TestShutdownEndsSideGoroutines(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	s := New(Options{Backend: conn, Containerd: conn, ContainerdNamespace: "k8s.io", StateDir: t.TempDir(), TargetingVia: ViaUpdate, Log: logrus.NewEntry(log)})
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.Run(rctx) // its reconcile fails: no CRI here
+	rcancel()
 	waitFor(t, "the subscription to containerd's events", func() bool {
 		svc.mu.Lock()
 		defer svc.mu.Unlock()

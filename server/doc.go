@@ -100,9 +100,11 @@
 //
 // and besides:
 //
-//	server.go          the grpc.Server built once from one deps value (New,
-//	                   newServer): options and bounds, method registration,
-//	                   Serve, Shutdown; the server's lifetime
+//	server.go          the Server built once from one deps value, every
+//	                   field in one literal, starting nothing (New,
+//	                   newServer); Run, which starts it in a stated order;
+//	                   options and bounds, method registration, Serve,
+//	                   Shutdown; the server's lifetime
 //	passthrough.go     raw forwarding of unary calls, and of streams with one
 //	                   forwarder per direction (grpc-proxy's pattern)
 //	codec.go           the raw codec: messages stay bytes in grpc's buffers
@@ -122,6 +124,19 @@
 //	failpoint*.go      crash points for the crash tests (build tag failpoints)
 //	errors.go, reasons.go  coded errors and the mappings to codes (codeOf),
 //	                   fallback reasons
+//
+// Built, then run. New (newServer) builds everything and starts nothing:
+// no goroutine but grpc's own stream workers, no subscription, no NRI
+// connection, no pin released. Run starts the server, once, each step after
+// the one before has returned: (1) in the plugin mode, the release of the
+// pins an earlier plugin process left (releaseEarlier); (2) the start-up
+// reconcile (Reconcile), bounded by Run's context, then retried by the
+// reconciler's loop if it failed; (3) the side queue's goroutine; (4) the
+// reader of containerd's events, whose first subscription schedules the
+// catch-up: it never scans before the start-up reconcile
+// (TestRunReconcilesBeforeTheCatchUp); (5) the NRI connection (Watch, then
+// Run), or NRI turned off when the plugin mode's pins are unnamed.
+// cmd/cri-nstarget runs, then serves.
 //
 // Who owns what. Server.life is the server's lifetime: Shutdown ends it,
 // and with it the proxy's streams, the reconciler's loop, the NRI

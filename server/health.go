@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -23,10 +24,11 @@ const HealthTimeout = 2 * time.Second
 // as a whole ("") and the two CRI services.
 var healthServices = []string{"", "runtime.v1.RuntimeService", "runtime.v1.ImageService"}
 
-func (s *Server) registerHealth() {
-	s.health = health.NewServer()
-	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING) // until the first probe
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+func registerHealth(g *grpc.Server, hs *health.Server) {
+	for _, name := range healthServices {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING) // until the first probe
+	}
+	healthpb.RegisterHealthServer(g, hs)
 }
 
 func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {

@@ -15,9 +15,11 @@ import (
 // UnknownServiceHandler and its raw codec: both work, and health follows the
 // backend.
 func TestHealthService(t *testing.T) {
-	r := newRig(t, false)
-	cri := &flakyCRI{backendCRI: r.server.target.cri}
-	r.server.target.cri = cri
+	var cri *flakyCRI
+	r := buildRigEdit(t, false, nil, false, func(d *deps) {
+		cri = &flakyCRI{backendCRI: d.cri}
+		d.cri = cri
+	})
 	hc := healthpb.NewHealthClient(r.shim)
 	statusOf := func(service string) healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()

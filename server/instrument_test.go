@@ -14,7 +14,7 @@ import (
 // A panic in a handler becomes Internal for that call; the shim keeps serving.
 func TestPanicIsContained(t *testing.T) {
 	r := newRig(t, false)
-	r.server.target.hasInit = func(string) (bool, error) { panic("boom") }
+	r.kernel.hasInit = func(string) (bool, error) { panic("boom") }
 	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 	if err != nil {
@@ -31,9 +31,8 @@ func TestPanicIsContained(t *testing.T) {
 // Every call, passed through or intercepted, is reported once with its
 // method and final code.
 func TestCallMetrics(t *testing.T) {
-	r := newRig(t, false)
 	m := &fakeMetrics{}
-	r.setMetrics(m)
+	r := newRig(t, false, withMetrics(m))
 	rt := runtimeapi.NewRuntimeServiceClient(r.shim)
 	rt.Version(context.Background(), &runtimeapi.VersionRequest{})
 	rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "x"})

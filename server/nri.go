@@ -65,7 +65,7 @@ const viaNone = "none"
 
 // newNRI is the shim as an NRI plugin on socket, which says each change of
 // the targeting path (pathOf or pluginPathOf) in the log and the metrics
-// (m); newServer runs it.
+// (m); Server.Run runs it.
 func newNRI(socket string, log *logrus.Entry, m Metrics, pathOf func(bool) string) *nriplugin.Plugin {
 	path := func(usable bool, why string) {
 		via := pathOf(usable)

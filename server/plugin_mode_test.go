@@ -75,7 +75,7 @@ func TestPluginModeCreate(t *testing.T) {
 			t.Run(tc.desc+map[bool]string{true: "/strict"}[strict], func(t *testing.T) {
 				r, m := newPluginRig(t, strict)
 				posted := &sink{}
-				r.server.target.report.events = posted
+				r.events = posted
 				if tc.backend != "" {
 					r.addTarget("app", tc.backend, runtimeapi.ContainerState_CONTAINER_RUNNING)
 				}
@@ -217,7 +217,7 @@ func createdCtr(id, sb, path string) *nriapi.Container {
 func TestPluginModePinsLost(t *testing.T) {
 	r, m := newPluginRig(t, false)
 	posted := &sink{}
-	r.server.target.report.events = posted
+	r.events = posted
 	m.names, m.self = pins.Through("/run/p/pins", 100), 100
 	lost := createdCtr("lost", "sb", "/proc/99/root/run/p/pins/lost/pid")
 	mine := createdCtr("mine", "sb", "/proc/100/root/run/p/pins/mine/pid")

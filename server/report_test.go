@@ -18,11 +18,10 @@ import (
 // TestCreateStepsLogged: at debug level a targeted create says where its
 // time went, step by step, on both paths.
 func TestCreateStepsLogged(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
-		r := newRig(t, false)
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		log, hook := test.NewNullLogger()
 		log.SetLevel(logrus.DebugLevel)
-		r.server.target.report.log = logrus.NewEntry(log)
+		r := newRig(t, false, func(d *deps) { d.log = logrus.NewEntry(log) })
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if err != nil {
@@ -128,7 +127,7 @@ func TestTargetingEvent(t *testing.T) {
 // seen); a strict refusal posts none (the kubelet has its own Failed event
 // with the refusal), and neither does a create whose client named no pod.
 func TestCreatePostsEvent(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		for _, tc := range []struct {
 			desc    string
 			strict  bool
@@ -145,7 +144,7 @@ func TestCreatePostsEvent(t *testing.T) {
 			t.Run(tc.desc, func(t *testing.T) {
 				r := newRig(t, tc.strict)
 				s := &sink{}
-				r.server.target.report.events = s
+				r.events = s
 				r.addTarget("app1", "sb1", tc.state)
 				req := createReq("sb1", pidTarget("app1"))
 				if tc.pod {
@@ -187,7 +186,7 @@ func TestRecordNamesPodAndTarget(t *testing.T) {
 func TestStartPostsEvent(t *testing.T) {
 	r := newRig(t, false)
 	s := &sink{}
-	r.server.target.report.events = s
+	r.events = s
 	r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	id, err := r.create(t, withPod(createReq("sb1", pidTarget("app1"))))
 	if err != nil {
@@ -243,7 +242,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "target exited while its namespaces were opened", ns: pidTarget("app1"),
 			setup: func(_ *testing.T, r *rig) {
-				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
+				r.kernel.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
 					return nil, namespaces.ErrExited
 				}
 			},
@@ -253,7 +252,7 @@ func TestTargetingMetrics(t *testing.T) {
 		{
 			desc: "namespaces cannot be opened", ns: pidTarget("app1"),
 			setup: func(_ *testing.T, r *rig) {
-				r.server.target.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
+				r.kernel.openNS = func(int, []namespaces.Kind) ([]*namespaces.Handle, error) {
 					return nil, errors.New("open /proc/4242/ns/pid: permission denied")
 				}
 			},
@@ -291,14 +290,13 @@ func TestTargetingMetrics(t *testing.T) {
 		},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+			eachPath(t, func(t *testing.T, newRig rigMaker) {
 				for _, strict := range []bool{false, true} {
-					r := newRig(t, strict)
+					m := &fakeMetrics{}
+					r := newRig(t, strict, withMetrics(m))
 					if path := map[bool]string{false: "update", true: "nri"}[r.nri != nil]; tc.only != "" && tc.only != path {
 						return
 					}
-					m := &fakeMetrics{}
-					r.setMetrics(m)
 					r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 					if tc.setup != nil {
 						tc.setup(t, r)
@@ -329,15 +327,14 @@ func TestTargetingMetricsAtStart(t *testing.T) {
 		{strict: true, live: false, want: []string{"pid/create/targeted/none", "pid/start/refused/namespace_gone"}},
 		{err: errors.New("stat: no such file"), want: []string{"pid/create/targeted/none", "pid/start/fallback/pin_failed"}},
 	} {
-		r := newRig(t, tc.strict)
 		m := &fakeMetrics{}
-		r.setMetrics(m)
+		r := newRig(t, tc.strict, withMetrics(m))
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		id, err := r.create(t, createReq("sb1", pidTarget("app1")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.server.target.hasInit = func(string) (bool, error) { return tc.live, tc.err }
+		r.kernel.hasInit = func(string) (bool, error) { return tc.live, tc.err }
 		r.start(id)
 		if got := m.outcomes(); !slices.Equal(got, tc.want) {
 			t.Errorf("strict=%v live=%v err=%v: targeting = %q, want %q", tc.strict, tc.live, tc.err, got, tc.want)

@@ -51,7 +51,7 @@ import (
 // backend's CRI, containerd's API, the pins, the metrics and the Events),
 // NRI's runtime side as containerd runs it (nriRuntime, nriEvent,
 // applyAdjustment), and the one wait helper (waitFor). The rig has no
-// Metrics unless a test sets them (setMetrics): every other test runs the
+// Metrics unless a test gives them (withMetrics): every other test runs the
 // shim without them.
 
 // rig is a shim in front of a fake backend, both served by real
@@ -81,11 +81,57 @@ type rig struct {
 	nriSocket string
 	adjusted  map[string]*nriapi.ContainerAdjustment
 	nriFail   error
+
+	// kernel is the kernel's side the shim calls (through kernelOf), and
+	// events where its Events go (nil: dropped): a test sets either before
+	// the calls it makes, and the shim itself is never patched.
+	kernel kernel
+	events EventSink
 }
 
-func newRig(t testing.TB, strict bool) *rig {
+// kernelOf is the kernel's side the rig's shim is built with: each call
+// goes to r.kernel's function as the test has set it.
+func (r *rig) kernelOf() kernel {
+	return kernel{
+		openNS: func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+			return r.kernel.openNS(pid, kinds)
+		},
+		openIdentified: func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error) {
+			return r.kernel.openIdentified(pid, kinds)
+		},
+		hasInit: func(path string) (bool, error) { return r.kernel.hasInit(path) },
+		canJoin: func(h *namespaces.Handle, userns string) (bool, error) { return r.kernel.canJoin(h, userns) },
+		stat:    func(path string) (namespaces.ID, error) { return r.kernel.stat(path) },
+	}
+}
+
+// rigSink posts the shim's Events to the rig's events, as the test has
+// set them.
+type rigSink struct{ r *rig }
+
+func (s rigSink) Post(e Event) {
+	if s.r.events != nil {
+		s.r.events.Post(e)
+	}
+}
+
+// newRig is a rig on the Update path, its deps edited by edits (in order)
+// before the server is built on them.
+func newRig(t testing.TB, strict bool, edits ...func(*deps)) *rig {
 	t.Helper()
-	return buildRig(t, strict, nil)
+	return buildRigEdit(t, strict, nil, false, editAll(edits))
+}
+
+// rigMaker makes a rig (newRig, or newNRIRig's with edits).
+type rigMaker func(t testing.TB, strict bool, edits ...func(*deps)) *rig
+
+// editAll is edits as one edit.
+func editAll(edits []func(*deps)) func(*deps) {
+	return func(d *deps) {
+		for _, edit := range edits {
+			edit(d)
+		}
+	}
 }
 
 // newRigWith is newRig with options for the shim's grpc.Server.
@@ -141,7 +187,7 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 		return hs, nil
 	}
 	k.openIdentified = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error) {
-		hs, err := r.server.target.openNS(pid, kinds) // as a test set it
+		hs, err := r.kernel.openNS(pid, kinds) // as a test set it
 		if r.identity != nil {
 			return hs, r.identity(pid), err
 		}
@@ -149,6 +195,7 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 	}
 	k.hasInit = func(string) (bool, error) { return r.live, nil }
 	k.canJoin = func(*namespaces.Handle, string) (bool, error) { return true, nil }
+	r.kernel = k
 	d := deps{
 		backend:  r.direct,
 		cri:      runtimeapi.NewRuntimeServiceClient(r.direct),
@@ -156,7 +203,8 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 		specs:    r.specs,
 		pins:     r.pins,
 		intents:  intents.New(t.TempDir()),
-		kernel:   k,
+		kernel:   r.kernelOf(),
+		sink:     rigSink{r},
 		nri:      nri,
 		plugin:   plugin,
 		strict:   strict,
@@ -172,6 +220,11 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 		defer cancel()
 		r.server.Shutdown(ctx)
 	})
+	// as cmd/cri-nstarget runs it; a start-up reconcile that fails is the
+	// reconciler loop's to retry, and the tests of it call Reconcile
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = r.server.Run(ctx)
+	cancel()
 	if plugin {
 		return r
 	}
@@ -188,11 +241,18 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 // that spec with the adjustment applied, as containerd does.
 func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
 	t.Helper()
+	return newNRIRigEdit(t, strict, nil, opts...)
+}
+
+// newNRIRigEdit is newNRIRig with its deps edited (edit, if not nil)
+// before the server is built on them.
+func newNRIRigEdit(t testing.TB, strict bool, edit func(*deps), opts ...adaptation.Option) *rig {
+	t.Helper()
 	a, socket := nriRuntime(t, opts...)
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
-	r := buildRig(t, strict, p) // which runs p until its Shutdown
+	r := buildRigEdit(t, strict, p, false, edit) // which runs p until its Shutdown
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// connected once an event reaches the plugin through the runtime
@@ -222,10 +282,12 @@ func newNRIRig(t testing.TB, strict bool, opts ...adaptation.Option) *rig {
 // (newNRIRig), where the container is pointed inside the backend's create.
 // Both leave the outcome in the fake containerd's stored spec, so the same
 // assertions hold on both.
-func eachPath(t *testing.T, test func(t *testing.T, newRig func(testing.TB, bool) *rig)) {
+func eachPath(t *testing.T, test func(t *testing.T, newRig rigMaker)) {
 	t.Run("update", func(t *testing.T) { test(t, newRig) })
 	t.Run("nri", func(t *testing.T) {
-		test(t, func(t testing.TB, strict bool) *rig { return newNRIRig(t, strict) })
+		test(t, func(t testing.TB, strict bool, edits ...func(*deps)) *rig {
+			return newNRIRigEdit(t, strict, editAll(edits))
+		})
 	})
 }
 
@@ -241,10 +303,10 @@ func dialMem(t testing.TB, lis *bufconn.Listener, opts ...grpc.DialOption) *grpc
 	return conn
 }
 
-// setMetrics makes m the shim's metrics recorder, for calls and targeting.
-func (r *rig) setMetrics(m Metrics) {
-	r.server.metrics = m
-	r.server.target.report.metrics = m
+// withMetrics is an edit of a rig's deps that makes m the shim's metrics
+// recorder, for calls and targeting.
+func withMetrics(m Metrics) func(*deps) {
+	return func(d *deps) { d.metrics = m }
 }
 
 // waitFor waits, up to 10 s, for cond (tried every 5 ms), and fails t

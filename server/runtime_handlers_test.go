@@ -66,9 +66,9 @@ func TestHandlersCannot(t *testing.T) {
 		{"", nil},
 	} {
 		t.Run(tc.configured, func(t *testing.T) {
-			r := newRig(t, false)
+			var h *handlers
+			r := newRig(t, false, withHandlers(t, tc.configured, &h))
 			r.backend.config = string(config)
-			h := r.withHandlers(t, tc.configured)
 			if err := h.rebuild(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -101,10 +101,9 @@ func TestHandlersCannot(t *testing.T) {
 // create in a pod whose handler cannot join falls back before anything is
 // made, on both paths, and strict mode refuses it.
 func TestHandlerFallbackBeforeCreate(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		for _, strict := range []bool{false, true} {
-			r := newRig(t, strict)
-			r.withHandlers(t, "auto,vmrun")
+			r := newRig(t, strict, withHandlers(t, "auto,vmrun", nil))
 			r.runPod(t, "sb1", "vmrun")
 			r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 			before := r.backendCalls("PodSandboxStatus")
@@ -133,11 +132,11 @@ func TestHandlerFallbackBeforeCreate(t *testing.T) {
 				t.Errorf("event %+v, want it to name the handler", e)
 			}
 			// after a restart: the table is rebuilt, and a pod not in it asked for
-			h := r.withHandlers(t, "vmrun")
+			h := r.handlersTable(t, "vmrun")
 			if hd, ok := h.of(context.Background(), "sb1"); hd != "vmrun" || !ok || r.backendCalls("PodSandboxStatus") != before+1 {
 				t.Errorf("of(sb1) after a restart = %q %v, want vmrun asked for once", hd, ok)
 			}
-			h = r.withHandlers(t, "vmrun")
+			h = r.handlersTable(t, "vmrun")
 			if err := h.rebuild(context.Background()); err != nil || h.pods["sb1"] != "vmrun" {
 				t.Errorf("rebuild: %v, %v", err, h.pods)
 			}
@@ -149,8 +148,8 @@ func TestHandlerFallbackBeforeCreate(t *testing.T) {
 // (the last occurrence wins), and forwards them as they came: out of
 // order, a field twice, an unknown field, all reach the backend.
 func TestRunPodSandboxForwardsBytes(t *testing.T) {
-	r := newRig(t, false)
-	h := r.withHandlers(t, "")
+	var h *handlers
+	r := newRig(t, false, withHandlers(t, "", &h))
 	cfg, err := proto.Marshal(&runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "sb2"}, Labels: map[string]string{"b": "2", "a": "1"}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -89,8 +90,9 @@ type Options struct {
 // raw frames to the backend (passthrough.go), the intercepted ones through
 // the targeting hooks of target (targeter.go). It holds no lock of its own:
 // the state it shares between calls is grpc's, the health server's, the
-// pins on disk and containerd's. Every field is set by newServer, from one
-// deps value, and never changes after.
+// pins on disk and containerd's. Every field is set by newServer, in one
+// literal, from one deps value, and never changes after (but ran, which Run
+// sets); New starts nothing, Run starts it.
 type Server struct {
 	proxy   proxy
 	hooks   map[string]hook // intercepted method -> its handler
@@ -110,11 +112,18 @@ type Server struct {
 	// the reader of containerd's events, the NRI connection's and the
 	// reconciler's loop. Shutdown waits for them.
 	bg *goroutines
+	// What Run starts: the side queue, containerd's events (nil: none), and
+	// why NRI must not connect (nriOff, the plugin mode's pins unnamed;
+	// nil: it may).
+	side   *sideQueue
+	events *taskEvents
+	nriOff error
+	ran    atomic.Bool // Run was called
 }
 
-// New builds a Server from opts. With TargetingVia other than ViaUpdate it
-// connects to containerd's NRI as a plugin, and keeps reconnecting, until
-// Shutdown.
+// New builds a Server from opts, and starts nothing (Run does). With
+// TargetingVia other than ViaUpdate, once Run, it connects to containerd's
+// NRI as a plugin, and keeps reconnecting, until Shutdown.
 func New(opts Options) *Server {
 	log := opts.Log
 	if log == nil {
@@ -238,10 +247,10 @@ func (s *Server) TargetingPath() (string, string) {
 	return pathOf(usable), why
 }
 
-// newServer builds a Server on d, and starts what lives as long as it: the
-// side queue's goroutine, the reader of containerd's events and the check
-// after each start of a pinned container (when d has events), and the NRI
-// connection (when d has nri). Shutdown ends them. In the plugin mode it
+// newServer builds a Server on d, and starts nothing: Run starts what
+// lives as long as it. Every field, the Server's and the targeter's, is set
+// in one struct literal, from d. The Server is allocated before its literal
+// only so that the grpc.Server's handlers can name it. In the plugin mode it
 // builds no grpc.Server: the NRI plugin watches every container instead.
 func newServer(d deps) *Server {
 	log := d.log
@@ -256,36 +265,83 @@ func newServer(d deps) *Server {
 	side := newSideQueue(life, log, dropped)
 	bg := &goroutines{}
 	t := newTargeter(d, life, bg, side, log)
-	s := &Server{target: t, nri: d.nri, log: log, metrics: d.metrics, life: life, stop: stop, bg: bg}
+	s := new(Server)
+	var plugin *pluginMode
+	var g *grpc.Server
+	var hs *health.Server
+	var px proxy
+	var hooks map[string]hook
 	if d.plugin {
-		s.plugin = &pluginMode{t: t, procs: newProcs(d.cri, d.tasks), life: life, names: d.names, self: os.Getpid()}
-		s.plugin.releaseEarlier()
-		d.nri.Watch(s.plugin)
-		s.plugin.refused = d.refused // before the NRI connection starts, below
+		plugin = &pluginMode{t: t, refused: d.refused, procs: newProcs(d.cri, d.tasks), life: life, names: d.names, self: os.Getpid()}
 	} else {
-		s.serveCRI(d)
+		px = proxy{backend: d.backend, codec: newRawCodec(), stopping: life}
+		hooks, hs = hooksOf(t), health.NewServer()
+		g = s.newGRPC(px.codec, hooks, hs, d.grpcOpts)
 	}
-	s.bg.start(side.run)
-	if d.events != nil {
-		t.verify = newVerifier(t, d.states, d.events, log)
-		s.bg.start(func() { d.events.run(life, sideEvents{t}) })
-	}
-	switch {
-	case d.nri != nil && d.pinsOff != nil:
-		log.WithError(d.pinsOff).Error("the plugin mode's pins could not be named to the runtime: not connecting to containerd's NRI")
-		d.nri.Off(d.pinsOff.Error())
-	case d.nri != nil:
-		s.bg.start(func() { d.nri.Run(life) })
-	}
+	*s = Server{proxy: px, hooks: hooks, target: t, nri: d.nri, plugin: plugin, log: log, grpc: g, metrics: d.metrics, health: hs,
+		life: life, stop: stop, bg: bg, side: side, events: d.events, nriOff: d.pinsOff}
 	return s
 }
 
+// Run starts the server, once, in this order, each step after the one
+// before it has returned:
+//
+//  1. in the plugin mode, the release of the pins an earlier process of the
+//     plugin left (releaseEarlier);
+//  2. the start-up reconcile (Reconcile: the pods' runtime handlers, what
+//     unfinished creates left, stale pins), bounded by ctx; when it fails
+//     the reconciler's loop retries it in the background;
+//  3. the side queue's goroutine;
+//  4. the reader of containerd's events (when the server has them), whose
+//     first subscription schedules the catch-up (catchUp) on the side
+//     queue: so the catch-up never runs before the start-up reconcile;
+//  5. the NRI connection (when the server uses NRI), which keeps
+//     reconnecting until Shutdown; or NRI turned off when the plugin mode's
+//     pins cannot be named to the runtime.
+//
+// It returns the start-up reconcile's error, nil when it succeeded. Serve
+// may be called before Run, but the calls it serves then take the Update
+// path and queue their checks until Run; cmd/cri-nstarget runs, then
+// serves. Shutdown waits for everything Run started.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.ran.CompareAndSwap(false, true) {
+		return errors.New("server: Run called twice")
+	}
+	if s.plugin != nil {
+		s.plugin.releaseEarlier()
+	}
+	err := s.Reconcile(ctx)
+	s.bg.start(s.side.run)
+	if s.events != nil {
+		s.bg.start(func() { s.events.run(s.life, sideEvents{s.target}) })
+	}
+	switch {
+	case s.nri != nil && s.nriOff != nil:
+		s.log.WithError(s.nriOff).Error("the plugin mode's pins could not be named to the runtime: not connecting to containerd's NRI")
+		s.nri.Off(s.nriOff.Error())
+	case s.nri != nil:
+		if s.plugin != nil {
+			s.nri.Watch(s.plugin)
+		}
+		s.bg.start(func() { s.nri.Run(s.life) })
+	}
+	return err
+}
+
 // newTargeter is the targeting of a Server built on d, its side channels
-// on side.
+// on side. The targeter is allocated before its literal only so that the
+// exit watch and the check after a start, built first, can name it.
 func newTargeter(d deps, life context.Context, bg *goroutines, side *sideQueue, log *logrus.Entry) *targeter {
-	t := &targeter{
+	t := new(targeter)
+	exits := newExitWatch(t, side)
+	var verify *verifier
+	if d.events != nil {
+		verify = newVerifier(t, side, d.states, d.events, log)
+	}
+	adapter, removals := nriOf(d.nri)
+	*t = targeter{
 		recon:    newReconciler(life, bg, d.cri, d.pins, d.intents, log),
-		report:   reporter{log: log, metrics: d.metrics, events: d.sink},
+		report:   reporter{log: log, metrics: d.metrics, events: d.sink, watch: exits.watch},
 		cri:      d.cri,
 		tasks:    d.tasks,
 		records:  newRecords(d.specs),
@@ -294,32 +350,44 @@ func newTargeter(d deps, life context.Context, bg *goroutines, side *sideQueue, 
 		kernel:   d.kernel,
 		strict:   d.strict,
 		log:      log,
+		nri:      adapter,
+		removals: removals,
 		nriOnly:  d.nriOnly,
+		verify:   verify,
+		exits:    exits,
 		handlers: d.handlers,
 	}
-	if d.nri != nil {
-		t.nri, t.removals = d.nri, d.nri
-	}
-	t.exits = newExitWatch(t, side)
-	t.report.watch = t.exits.watch
 	return t
 }
 
-// serveCRI builds the proxy: the grpc.Server whose every CRI method
-// forwards to d's backend, the intercepted ones through the hooks.
-func (s *Server) serveCRI(d deps) {
-	t := s.target
-	s.proxy = proxy{backend: d.backend, codec: newRawCodec(), stopping: s.life}
-	s.hooks = map[string]hook{
+// nriOf is p as the targeter's NRI boundary and removal gate; nil
+// interfaces when p is nil (the Update path only).
+func nriOf(p *nriplugin.Plugin) (nriAdapter, removalGate) {
+	if p == nil {
+		return nil, nil
+	}
+	return p, p
+}
+
+// hooksOf are the intercepted methods' handlers, t's.
+func hooksOf(t *targeter) map[string]hook {
+	return map[string]hook{
 		"/runtime.v1.RuntimeService/RunPodSandbox":    t.runPodSandbox,
 		"/runtime.v1.RuntimeService/CreateContainer":  t.createContainer,
 		"/runtime.v1.RuntimeService/StartContainer":   t.startContainer,
 		"/runtime.v1.RuntimeService/RemoveContainer":  t.removeContainer,
 		"/runtime.v1.RuntimeService/RemovePodSandbox": t.removePodSandbox,
 	}
-	s.grpc = grpc.NewServer(append([]grpc.ServerOption{
+}
+
+// newGRPC builds the proxy's grpc.Server: every CRI method forwards to the
+// backend through s's proxy, the intercepted ones through hooks; hs serves
+// grpc.health.v1. grpc.NewServer starts its stream workers, grpc's own,
+// which Shutdown's stop of the grpc.Server ends.
+func (s *Server) newGRPC(codec rawCodec, hooks map[string]hook, hs *health.Server, opts []grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.UnknownServiceHandler(s.handleUnknown),
-		grpc.ForceServerCodecV2(s.proxy.codec),
+		grpc.ForceServerCodecV2(codec),
 		grpc.MaxRecvMsgSize(MaxMsgSize),
 		grpc.MaxSendMsgSize(MaxMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
@@ -329,19 +397,21 @@ func (s *Server) serveCRI(d deps) {
 		// reuse handler goroutines instead of starting (and growing the
 		// stack of) one per call
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-	}, d.grpcOpts...)...)
-	s.registerCRI()
-	s.registerHealth()
+	}, opts...)...)
+	s.registerCRI(g, hooks)
+	registerHealth(g, hs)
+	return g
 }
 
 // newVerifier is the check after each start of a pinned container (states:
-// containerd's word on a task; events: whether its events are read).
-func newVerifier(t *targeter, states taskStates, events *taskEvents, log *logrus.Entry) *verifier {
+// containerd's word on a task; events: whether its events are read), on
+// side.
+func newVerifier(t *targeter, side *sideQueue, states taskStates, events *taskEvents, log *logrus.Entry) *verifier {
 	host, err := namespaces.Stat("/proc/self/ns/pid")
 	if err != nil {
 		log.WithError(err).Warn("read the shim's own PID namespace: a VM runtime's process on the host cannot be told from a container's")
 	}
-	return &verifier{t: t, side: t.exits.side, states: states, of: namespaces.Of, host: host,
+	return &verifier{t: t, side: side, states: states, of: namespaces.Of, host: host,
 		subscribed: events.up.Load, reads: map[string]*taskRead{}}
 }
 
@@ -354,12 +424,12 @@ type dropRecorder interface {
 // declares them, every method a raw forwarder: known unary methods then take
 // grpc's unary path, the cheapest it has. Methods this build does not know
 // reach handleUnknown.
-func (s *Server) registerCRI() {
+func (s *Server) registerCRI(g *grpc.Server, hooks map[string]hook) {
 	for _, sd := range []grpc.ServiceDesc{runtimeapi.RuntimeService_ServiceDesc, runtimeapi.ImageService_ServiceDesc} {
 		desc := grpc.ServiceDesc{ServiceName: sd.ServiceName, HandlerType: (*any)(nil), Metadata: sd.Metadata}
 		for _, m := range sd.Methods {
 			method := "/" + sd.ServiceName + "/" + m.MethodName
-			desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m.MethodName, Handler: s.unaryHandler(method)})
+			desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m.MethodName, Handler: s.unaryHandler(method, hooks[method])})
 		}
 		for _, st := range sd.Streams {
 			method := "/" + sd.ServiceName + "/" + st.StreamName
@@ -368,13 +438,12 @@ func (s *Server) registerCRI() {
 					return s.instrument(method, func() error { return s.proxy.stream(ss, method) })
 				}})
 		}
-		s.grpc.RegisterService(&desc, s)
+		g.RegisterService(&desc, s)
 	}
 }
 
-// unaryHandler forwards one known unary method, through its hook if any.
-func (s *Server) unaryHandler(method string) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
-	h := s.hooks[method]
+// unaryHandler forwards one known unary method, through its hook h if any.
+func (s *Server) unaryHandler(method string, h hook) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 		var out *frame
 		err := s.instrument(method, func() error {

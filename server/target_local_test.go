@@ -145,7 +145,7 @@ func TestPluginModeLocalConfirmationRealProcess(t *testing.T) {
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	pid := uint32(sleep.Process.Pid)
 	r, m := newPluginRig(t, false)
-	r.server.target.openNS, r.server.target.openIdentified = namespaces.Open, namespaces.OpenIdentified
+	r.kernel.openNS, r.kernel.openIdentified = namespaces.Open, namespaces.OpenIdentified
 	r.addTarget(ctrID, "sb", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	asked := countAsks(r, pid)
 	m.Synchronized([]*nriapi.PodSandbox{nriPod}, []*nriapi.Container{runningIn(ctrID, "sb", pid, "/kubepods/pod1/"+ctrID)})

@@ -67,11 +67,13 @@ func TestCreatePathChosenBeforeTheForward(t *testing.T) {
 		{desc: "NRI not usable, unknown target", nri: true, ns: pidTarget("ghost"), want: pathRefuse, code: codes.NotFound, msg: `target container "ghost" not found`},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			r := newRig(t, false)
+			nriOnly := func(d *deps) { d.nriOnly = tc.nriOnly }
+			var r *rig
 			if tc.nri {
-				r = newNRIRig(t, false)
+				r = newNRIRigEdit(t, false, nriOnly)
+			} else {
+				r = buildRigEdit(t, false, nil, false, nriOnly)
 			}
-			r.server.target.nriOnly = tc.nriOnly
 			if tc.nri && !tc.usable {
 				r.server.nri.Refuse(errors.New("the runtime refused the namespace adjustment"))
 			}

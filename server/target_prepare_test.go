@@ -31,11 +31,10 @@ func TestResolveFullID(t *testing.T) {
 		{"containerd's API fails", func(string) (string, error) { return "", errors.New("unavailable") }, codes.OK, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, false)
-			r.server.target.lookup = fakeLookup{sandbox: tc.lookup, tasks: r.server.target.tasks}
+			r := buildRigEdit(t, false, nil, false, func(d *deps) { d.lookup = fakeLookup{sandbox: tc.lookup, tasks: d.tasks} })
 			r.addTarget(full, "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-			open, opened := r.server.target.openNS, 0
-			r.server.target.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
+			open, opened := r.kernel.openNS, 0
+			r.kernel.openNS = func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, error) {
 				opened = pid
 				return open(pid, kinds)
 			}

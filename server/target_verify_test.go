@@ -109,19 +109,33 @@ func (r *rig) withChecks() (*reader, *fakeStates, *sink) {
 	t := r.server.target
 	t.verify = &verifier{t: t, side: t.exits.side, states: st, of: rd.of, host: hostPID,
 		subscribed: func() bool { return false }, reads: map[string]*taskRead{}}
-	t.stat = pinStat
-	t.report.events = s
+	r.kernel.stat = pinStat
+	r.events = s
 	return rd, st, s
 }
 
-// withHandlers gives the rig's shim the runtime handlers' table, configured
-// as configured, kept in a file of the test's.
-func (r *rig) withHandlers(t *testing.T, configured string) *handlers {
+// withHandlers is an edit of a rig's deps that gives its shim the runtime
+// handlers' table, configured as configured, kept in a file of the test's;
+// *h (if h is not nil) is that table once the rig is built.
+func withHandlers(t *testing.T, configured string, h **handlers) func(*deps) {
+	file := t.TempDir() + "/runtime-handlers.json"
+	return func(d *deps) {
+		log := logrus.New()
+		log.SetLevel(logrus.PanicLevel)
+		d.handlers = newHandlers(d.cri, logrus.NewEntry(log), configured, file)
+		if h != nil {
+			*h = d.handlers
+		}
+	}
+}
+
+// handlersTable is a runtime handlers' table on the rig's backend, as a
+// restarted shim builds it, configured as configured (the shim keeps its
+// own).
+func (r *rig) handlersTable(t *testing.T, configured string) *handlers {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	h := newHandlers(r.server.target.cri, logrus.NewEntry(log), configured, t.TempDir()+"/runtime-handlers.json")
-	r.server.target.handlers = h
-	return h
+	return newHandlers(r.server.target.cri, logrus.NewEntry(log), configured, t.TempDir()+"/runtime-handlers.json")
 }
 
 // runPod makes pod sandbox name through the shim, with runtime handler.
@@ -203,11 +217,10 @@ func TestJudge(t *testing.T) {
 // check reads anything: the check waits here on a read that is held until
 // the start has returned.
 func TestVerifyAfterStart(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
-		r := newRig(t, false)
-		rd, st, s := r.withChecks()
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		m := &fakeMetrics{}
-		r.setMetrics(m)
+		r := newRig(t, false, withMetrics(m))
+		rd, st, s := r.withChecks()
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
 		id, err := r.create(t, withPod(createReq("sb1", both)))
@@ -260,13 +273,13 @@ func TestVerifyAfterStart(t *testing.T) {
 // as its record says: joined, and runc's handler is not learnt as one that
 // cannot join.
 func TestVerifyAfterPinReleased(t *testing.T) {
-	eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
-		r := newRig(t, false)
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
+		var h *handlers
+		r := newRig(t, false, withHandlers(t, "", &h))
 		rd, st, _ := r.withChecks()
-		h := r.withHandlers(t, "")
 		r.runPod(t, "sb1", "runc")
 		id := r.pidDebugger(t)
-		r.server.target.stat = func(string) (namespaces.ID, error) { return namespaces.ID{Dev: 8, Ino: 77}, nil } // released
+		r.kernel.stat = func(string) (namespaces.ID, error) { return namespaces.ID{Dev: 8, Ino: 77}, nil } // released
 		st.set(id, taskState{pid: 780, status: task.Status_RUNNING})
 		rd.set(780, map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID})
 		if err := r.start(id); err != nil {
@@ -291,12 +304,11 @@ func TestVerifyAfterPinReleased(t *testing.T) {
 func TestVerifyNotJoined(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
-			eachPath(t, func(t *testing.T, newRig func(testing.TB, bool) *rig) {
-				r := newRig(t, strict)
-				rd, st, s := r.withChecks()
+			eachPath(t, func(t *testing.T, newRig rigMaker) {
+				var h *handlers
 				m := &fakeMetrics{}
-				r.setMetrics(m)
-				h := r.withHandlers(t, "")
+				r := newRig(t, strict, withHandlers(t, "", &h), withMetrics(m))
+				rd, st, s := r.withChecks()
 				r.runPod(t, "sb1", "vmrun")
 				id := r.pidDebugger(t)
 				if rec := r.record(t, id); rec.RuntimeHandler != "vmrun" || rec.Namespaces["pid"].Result != oci.Targeted {

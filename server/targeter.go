@@ -65,7 +65,7 @@ type (
 // elsewhere: the pins on disk (package pins), the intent records (package
 // intents) and crash recovery (reconciler), the NRI connection (package
 // nriplugin, behind nriAdapter), and the log, metrics and Events
-// (reporter). Every field is set by newServer, from
+// (reporter). Every field is set by newTargeter, in one literal, from
 // one deps value, before the first call, and never changes after.
 type targeter struct {
 	cri   backendCRI

@@ -205,15 +205,16 @@ func dialBackend(cfg conf.Config) (backend, ctrd *grpc.ClientConn, closeAll func
 	return backend, ctrd, func() { ctrd.Close(); backend.Close() }, nil
 }
 
-// prepareToServe undoes what a crash left (unfinished creates, stale pins)
-// before the first call is served, when containerd answers in time
-// (otherwise the server retries in the background until it does), and gives
+// prepareToServe runs the server (server.Run: what a crash left, unfinished
+// creates and stale pins, undone before the first call is served when
+// containerd answers in time, otherwise retried in the background until it
+// does; then the server's goroutines, the NRI connection last), and gives
 // NRI a moment to answer, so that the first creates served take the path
 // the backend offers (its registration is quick when it is there). It
 // returns that path, and why.
 func prepareToServe(ctx context.Context, srv *server.Server, log *logrus.Entry) (string, string) {
 	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
-	if err := srv.Reconcile(rctx); err != nil {
+	if err := srv.Run(rctx); err != nil {
 		log.WithError(err).Warn("reconcile at start-up; retrying in the background until the backend answers")
 	}
 	rcancel()
