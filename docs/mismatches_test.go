@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"text/tabwriter"
+
+	"github.com/cri-nstarget/cri-nstarget/pins"
 )
 
 func read(t *testing.T, path string) string {
@@ -159,16 +161,21 @@ func slug(title string) string {
 }
 
 // TestStateFilesDocumented: every file or directory the shim makes in its
-// state dir (server's filepath.Join(opts.StateDir, NAME)) is in operations.md's
-// table of what it writes and in the man page's FILES.
+// state dir (server's filepath.Join(opts.StateDir, NAME), and the pins'
+// directory, pins.Under(opts.StateDir)) is in operations.md's table of what
+// it writes and in the man page's FILES.
 func TestStateFilesDocumented(t *testing.T) {
 	join := regexp.MustCompile(`filepath\.Join\(opts\.StateDir, "([^"]+)"\)`)
 	var names []string
 	srcs, _ := filepath.Glob("../server/*.go")
 	for _, src := range srcs {
 		if !strings.HasSuffix(src, "_test.go") {
-			for _, m := range join.FindAllStringSubmatch(read(t, src), -1) {
+			text := read(t, src)
+			for _, m := range join.FindAllStringSubmatch(text, -1) {
 				names = append(names, m[1])
+			}
+			if strings.Contains(text, "pins.Under(opts.StateDir)") {
+				names = append(names, filepath.Base(pins.Under("")))
 			}
 		}
 	}
