@@ -18,7 +18,8 @@ func diagnose() string {
 		to, err := os.Readlink(p)
 		fmt.Fprintf(&b, "readlink %s: %q %v\n", p, to, err)
 	}
-	for _, p := range []string{"/bin/sh", "/usr/bin/dash", "/lib64/ld-linux-x86-64.so.2", "/usr/bin/journalctl"} {
+	for _, p := range []string{"/bin/sh", "/usr/bin/dash", "/lib64/ld-linux-x86-64.so.2", "/usr/bin/journalctl",
+		"/usr", "/usr/bin", "/usr/lib", "/usr/lib64", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/etc", "/etc/ld.so.cache"} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			fmt.Fprintf(&b, "stat %s: %v\n", p, err)
