@@ -987,23 +987,30 @@ func (f *fakeMetrics) outcomes() []string {
 	return slices.Sorted(slices.Values(f.targeting))
 }
 
-// sink is an EventSink that keeps what it is given.
-type sink struct {
+// recorder keeps what it is given, in order, for any goroutine.
+type recorder[T any] struct {
 	mu  sync.Mutex
-	got []Event
+	got []T
 }
 
-func (s *sink) Post(e Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.got = append(s.got, e)
+func (r *recorder[T]) add(v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, v)
 }
 
-func (s *sink) posted() []Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Event(nil), s.got...)
+func (r *recorder[T]) list() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
 }
+
+// sink is an EventSink that keeps what it is given.
+type sink struct{ recorder[Event] }
+
+func (s *sink) Post(e Event) { s.add(e) }
+
+func (s *sink) posted() []Event { return s.list() }
 
 // fakeLookup is containerd's metadata of the targets: each is in the
 // sandbox that sandbox answers, and its task is tasks'.

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,22 +47,7 @@ func TestNewStartsNothing(t *testing.T) {
 }
 
 // steps is what the fakes saw, in order.
-type steps struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (s *steps) add(step string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.got = append(s.got, step)
-}
-
-func (s *steps) list() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.got)
-}
+type steps = recorder[string]
 
 // slowList is an intent store whose List takes a while (longer than the
 // catch-up waits after a subscription), then tells steps the start-up
