@@ -10,8 +10,7 @@ import (
 
 // TestCmdNamesWhatShips: in cmd/, a command named cri-nstarget* ships (it
 // is one of products) and one named nstarget-* is a developer tool
-// (../shared/style.md's layout; docs/design.md, The map of the code), so
-// the name alone tells them apart.
+// (docs/design.md, The map of the code), so the name alone tells them apart.
 func TestCmdNamesWhatShips(t *testing.T) {
 	entries, err := os.ReadDir("../../cmd")
 	if err != nil {
