@@ -25,15 +25,16 @@ const HealthTimeout = 2 * time.Second
 var healthServices = []string{"", "runtime.v1.RuntimeService", "runtime.v1.ImageService"}
 
 func registerHealth(g *grpc.Server, hs *health.Server) {
-	for _, name := range healthServices {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING) // until the first probe
-	}
+	setHealth(hs, healthpb.HealthCheckResponse_NOT_SERVING) // until the first probe
 	healthpb.RegisterHealthServer(g, hs)
 }
 
-func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) { setHealth(s.health, st) }
+
+// setHealth sets every one of healthServices to st on hs.
+func setHealth(hs *health.Server, st healthpb.HealthCheckResponse_ServingStatus) {
 	for _, name := range healthServices {
-		s.health.SetServingStatus(name, st)
+		hs.SetServingStatus(name, st)
 	}
 }
 
