@@ -293,7 +293,7 @@ integration-containerd-2.4-update: deps build
 # them Unimplemented (the kubelet's fallback).
 kube_env = NSTARGET_KUBERNETES_BIN="$(call kubernetes,$(KUBERNETES_NEWEST))" \
 	NSTARGET_ETCD="$$(./hack/etcd.sh)/etcd" NSTARGET_SHIM_BINARY=$(CURDIR)/$(BIN)
-E2E_TEST = $(GO) test -tags e2e -count=1 -v -timeout 15m ./e2e/
+E2E_TEST = $(GO) test -tags e2e -count=1 -v -timeout 15m -parallel 8 ./e2e/
 # The newest release whole, each backend's kubelet (one build at a time), etcd.
 .PHONY: e2e-tools
 e2e-tools: deps build

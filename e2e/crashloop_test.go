@@ -37,6 +37,7 @@ const crashSleep = "8"
 // is the debug container's: still held after the instance died, released
 // when the kubelet removes the container (here once the pod is deleted).
 func TestDebugCrashLoopingTarget(t *testing.T) {
+	alongside(t)
 	const pod = "crashloop"
 	start := time.Now()
 	at := func() string { return time.Since(start).Round(time.Second).String() }

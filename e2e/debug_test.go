@@ -98,6 +98,7 @@ func startApp(t *testing.T, p podSpec) (containerStatus, string) {
 // kubectl debug --target=app, with each kubectl profile; and a control
 // without --target, which gets a PID namespace of its own.
 func TestDebugTarget(t *testing.T) {
+	alongside(t)
 	app, appNS := startApp(t, podSpec{name: "target"})
 	for _, tc := range []struct{ name, image, profile string }{
 		{"dbg-default", busyboxImage, ""},
@@ -168,6 +169,7 @@ func TestDebugTarget(t *testing.T) {
 // received SYS_PTRACE among the added capabilities and runs the container
 // with CAP_SYS_PTRACE, and the shim targeted it as any other.
 func TestDebugDefaultProfile(t *testing.T) {
+	alongside(t)
 	requireMinor(t, "kubectl", kubectlVersion(t), 36, "kubectl debug's default profile is legacy before 1.36 and adds no capability")
 	app, appNS := startApp(t, podSpec{name: "profile"})
 	dbg, out := debug(t, "profile", "dbg-no-profile", busyboxImage, "--target=app")
@@ -191,6 +193,7 @@ func TestDebugDefaultProfile(t *testing.T) {
 // still sends TARGET with its id; the shim falls back to the pod's namespace
 // and its annotation says why. The pod stays up through a second container.
 func TestDebugExitedTarget(t *testing.T) {
+	alongside(t)
 	runExitedTargetPod(t, "exited")
 	dbg, out := debug(t, "exited", "dbg-fallback", busyboxImage, "--target=app")
 	if !strings.HasPrefix(firstLine(out), "pid:[") {
@@ -331,6 +334,7 @@ func TestShimRestart(t *testing.T) {
 // kubectl debug --target on a pod with hostUsers: false, where the backend
 // supports user namespaces (NSTARGET_REQUIRE_USERNS=1 makes it required).
 func TestDebugTargetUserNamespaced(t *testing.T) {
+	alongside(t)
 	if os.Getenv("NSTARGET_REQUIRE_USERNS") != "1" {
 		t.Skip("skipping: user-namespaced pods need containerd 2.x with a runc that supports them (the containerd 2.4, 2.3 and 2.0 legs set NSTARGET_REQUIRE_USERNS=1)")
 	}

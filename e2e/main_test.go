@@ -32,6 +32,15 @@ var (
 
 const nobodyName = "nst/busybox-nobody:1"
 
+// alongside marks a test that only adds pods of its own and reads what
+// concerns them: it runs in parallel with the others so marked, once every
+// other test (those that restart the shim or the kubelet, change their
+// settings, or count what the whole shim did) has ended. Most of their time
+// is the kubelet's (the crash loop's back-offs, about 30 s), so the group
+// takes about as long as its longest test. make's E2E_TEST lets all of them
+// run at once (-parallel).
+func alongside(t *testing.T) { t.Parallel() }
+
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "e2e: skipped, a kubelet, containerd and runc need root")
