@@ -658,6 +658,7 @@ CRITEST_ARGS     = --critest bin/critest --critest-standin bin/critest-standin -
 conformance-tools: build conformance-suite
 	$(GO) build -o bin/nstarget-matrix ./cmd/nstarget-matrix
 	cd hack/critest && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o ../../bin/critest-standin ./standin
+	cd hack/critest && $(GO) build -trimpath -buildvcs=false -o ../../bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 	cd hack/critest && $(GO) test -c -trimpath -buildvcs=false -o ../../bin/critest \
 		-ldflags "-X sigs.k8s.io/cri-tools/pkg/version.Version=$(CRITEST_VERSION)" sigs.k8s.io/cri-tools/cmd/critest
 

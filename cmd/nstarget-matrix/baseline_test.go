@@ -22,7 +22,7 @@ func TestDirectKeyChangesWithEachInput(t *testing.T) {
 		}
 		return p
 	}
-	roles := []string{"critest", "containerd", "containerd-shim-runc-v2", "runc", "cni bridge"}
+	roles := []string{"critest", "ginkgo", "containerd", "containerd-shim-runc-v2", "runc", "cni bridge"}
 	base := func() directKey {
 		k := directKey{
 			Binaries: map[string]string{},

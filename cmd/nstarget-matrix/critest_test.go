@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 const junitAllPass = `<?xml version="1.0" encoding="UTF-8"?>
@@ -140,6 +143,46 @@ func TestRunCritestRetries(t *testing.T) {
 	for _, want := range []string{"-ginkgo.flake-attempts 2", "-ginkgo.json-report " + filepath.Join(dir, "junit.json")} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("critest's arguments %q lack %q", got, want)
+		}
+	}
+}
+
+// TestRunCritestParallelGroup runs a stand-in critest that, as critest does
+// with -parallel, runs the ginkgo command beside it (found on PATH), which
+// starts a node process; when the run's context ends, critest, ginkgo and
+// the node are all killed, not critest alone.
+func TestRunCritestParallelGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "node.pid")
+	ginkgo := "#!/bin/sh\nsleep 300 &\necho $! > " + pidFile + "\nwait\n"
+	if err := os.WriteFile(critestGinkgo(filepath.Join(dir, "critest")), []byte(ginkgo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := standInCritest(t, dir, "", "ginkgo")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := runCritest(ctx, bin, "unix:///nowhere.sock", filepath.Join(dir, "junit.xml"), filepath.Join(dir, "critest.log"), nil)
+		done <- err
+	}()
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			log, _ := os.ReadFile(filepath.Join(dir, "critest.log"))
+			t.Fatalf("the stand-in ginkgo never started its node (found on PATH?); critest's log:\n%s", log)
+		}
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("runCritest of a cancelled run: no error")
+	}
+	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("ginkgo's node (pid %d) still runs after the run's context ended", pid)
 		}
 	}
 }

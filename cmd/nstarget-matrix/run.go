@@ -295,7 +295,7 @@ func directKeyOf(o runOptions, env *critest.Backend, skips []skipEntry, extra []
 		ph = append(ph, br.Name, "$BRIDGE", br.Subnet, "$SUBNET")
 	}
 	k := directKey{Skips: skips, Images: map[string]string{}, Binaries: map[string]string{
-		"critest": o.critest, "containerd": o.containerd,
+		"critest": o.critest, "ginkgo": critestGinkgo(o.critest), "containerd": o.containerd,
 		"containerd-shim-runc-v2": filepath.Join(filepath.Dir(o.containerd), "containerd-shim-runc-v2"),
 	}}
 	if p, err := exec.LookPath(cmp.Or(os.Getenv("NSTARGET_RUNC"), "runc")); err == nil {

@@ -3,6 +3,7 @@ module github.com/cri-nstarget/cri-nstarget/hack/critest
 go 1.26.8
 
 tool (
+	github.com/onsi/ginkgo/v2/ginkgo
 	sigs.k8s.io/cri-tools/cmd/crictl
 	sigs.k8s.io/cri-tools/cmd/critest
 )
