@@ -85,10 +85,12 @@ type targeter struct {
 	removals removalGate // nil: RemovePodSandbox waits for nothing
 	nriOnly  bool        // refuse TARGET creates while NRI is not usable
 
-	// What the shim does after an answer, on the side queue: the check
-	// after a start (nil: none), the exits of targets, and the pods'
-	// runtime handlers (nil: every handler is taken to join).
-	verify   *verifier
-	exits    *exitWatch
+	// after is what happens after the answers (afterAnswer,
+	// after_answer.go), told by the hooks of what they answered: a create,
+	// a start, a removal. It owns its state; the targeter holds no more of
+	// it than this handle.
+	after afterHooks
+	// handlers are the pods' runtime handlers (nil: every handler is
+	// taken to join).
 	handlers *handlers
 }
