@@ -81,15 +81,15 @@ type afterDeps struct {
 		containerStatuses
 		containerStopper
 	}
-	states   taskStates  // containerd's word on a task; nil: no check after a start
-	events   *taskEvents // whether containerd's events are read now; nil: never
-	handlers handlerLearner
-	of       func(pid int, kinds []namespaces.Kind) (map[namespaces.Kind]namespaces.ID, error) // a process's namespaces, read through a pidfd
-	hasInit  func(path string) (bool, error)                                                   // whether a pinned PID namespace has an init
-	host     namespaces.ID                                                                     // the shim's own PID namespace: the host's
-	report   reporter
-	strict   bool
-	log      *logrus.Entry
+	states     taskStates  // containerd's word on a task; nil: no check after a start
+	subscribed func() bool // whether containerd's events are read now
+	handlers   handlerLearner
+	of         func(pid int, kinds []namespaces.Kind) (map[namespaces.Kind]namespaces.ID, error) // a process's namespaces, read through a pidfd
+	hasInit    func(path string) (bool, error)                                                   // whether a pinned PID namespace has an init
+	host       namespaces.ID                                                                     // the shim's own PID namespace: the host's
+	report     reporter
+	strict     bool
+	log        *logrus.Entry
 }
 
 // newAfterAnswer builds what happens after the answers on d, and starts
@@ -113,12 +113,17 @@ func newVerifier(side *sideQueue, d afterDeps) *verifier {
 	if d.states == nil {
 		return nil
 	}
-	subscribed := func() bool { return false }
-	if d.events != nil {
-		subscribed = d.events.up.Load
-	}
 	return &verifier{side: side, records: d.records, pins: d.pins, cri: d.cri, states: d.states, learn: d.handlers,
-		reporter: d.report, log: d.log, strict: d.strict, of: d.of, host: d.host, subscribed: subscribed, reads: map[string]*taskRead{}}
+		reporter: d.report, log: d.log, strict: d.strict, of: d.of, host: d.host, subscribed: d.subscribed, reads: map[string]*taskRead{}}
+}
+
+// subscribedOf tells whether e has a subscription open now; never, with no
+// events read (e nil).
+func subscribedOf(e *taskEvents) func() bool {
+	if e == nil {
+		return func() bool { return false }
+	}
+	return e.up.Load
 }
 
 // run runs the side queue's jobs until the server's life ends (Run starts

@@ -255,7 +255,7 @@ func newServer(d deps) *Server {
 	bg := &goroutines{}
 	records := newRecords(d.specs)
 	report := reporter{log: log, metrics: d.metrics, events: d.sink}
-	after := newAfterAnswer(afterDeps{life: life, dropped: dropped, records: records, pins: d.pins, cri: d.cri, states: d.states, events: d.events,
+	after := newAfterAnswer(afterDeps{life: life, dropped: dropped, records: records, pins: d.pins, cri: d.cri, states: d.states, subscribed: subscribedOf(d.events),
 		handlers: d.handlers, of: d.kernel.of, hasInit: d.kernel.hasInit, host: d.host, report: report, strict: d.strict, log: log})
 	t := newTargeter(d, life, bg, records, report, after, log)
 	s := new(Server)
