@@ -33,7 +33,7 @@ func (t *targeter) removeContainer(ctx context.Context, raw []byte, fwd forwardF
 		if rerr := t.pins.Release(id); rerr != nil {
 			t.log.WithError(rerr).WithField("container", id).Warn("release pins; retried when the shim next starts")
 		}
-		t.exits.forget(id)
+		t.after.removed(id)
 	}
 	return out, err
 }

@@ -38,7 +38,7 @@ func (t *targeter) startContainer(ctx context.Context, raw []byte, fwd forwardFu
 	}
 	out, err := t.startPinned(ctx, id, raw, fwd)
 	if err == nil {
-		t.verify.started(id)
+		t.after.started(id)
 	}
 	return out, err
 }

@@ -27,7 +27,8 @@ type taskEvents struct {
 	events eventsapi.EventsClient
 	ns     string
 	log    *logrus.Entry
-	// up says whether a subscription is open now (read by the verifier).
+	// up says whether a subscription is open now (read by the check after
+	// a start, verifier).
 	up atomic.Bool
 }
 

@@ -66,9 +66,16 @@
 //	report.go          the log lines, the targeting metric, the Events
 //
 // After the answers, away from any call (side channels: bounded, never
-// waited for), each a file of its own behind a narrow interface:
+// waited for), one component, afterAnswer, named for when it runs: its
+// parts share one queue, the record owner and the reporter, and are told
+// of the same containers by the hooks (afterHooks: created, started,
+// removed) and by containerd's events (it is their taskHandler). It is
+// built from narrow interfaces and values (afterDeps), holds nothing of
+// the targeter's, and the targeter holds only its handle:
 //
-//	side.go            the side queue: one goroutine, a bounded queue, drops
+//	after_answer.go    afterAnswer: what it is built on (afterDeps), what it
+//	                   owns, the hooks' handle and the events' handler
+//	side.go            its side queue: one goroutine, a bounded queue, drops
 //	                   counted by channel
 //	containerd_events.go  containerd's task events (create, exit) from its
 //	                   event service, resubscribed after each failure
@@ -76,9 +83,14 @@
 //	                   init read through a pidfd at its task's creation (or
 //	                   after the start), confirmed with containerd, compared
 //	                   with the pins; judge is pure, and fails closed
-//	target_exit.go     the exit watch: the debuggers a target's exit took
-//	                   with it (TargetExited), and catchUp, what was missed
-//	                   while containerd's events were not read
+//	target_exit.go     the exit watch (exitWatch): the debuggers a target's
+//	                   exit took with it (TargetExited)
+//	after_catchup.go   the catch-up (catchUp, scan): what was missed while
+//	                   containerd's events were not read
+//
+// and apart from it, told by its check of a runtime handler seen not
+// joining (handlerLearner), the targeter's:
+//
 //	runtime_handlers.go  the pods' runtime handlers (RunPodSandbox,
 //	                   sandbox_run.go; rebuilt from the backend) and which
 //	                   cannot join namespace paths: configured, containerd's
@@ -113,7 +125,8 @@
 //	health.go          grpc.health.v1 on the CRI socket
 //	goroutines.go      the server's goroutines, which Shutdown waits for
 //	socket.go          the CRI socket: stale socket, mode, group
-//	targeter.go        the targeter: the hooks' dependencies, small interfaces
+//	targeter.go        the targeter: the hooks' dependencies, small
+//	                   interfaces, and its handle on afterAnswer
 //	container_start.go, container_remove.go, sandbox_remove.go, sandbox_run.go
 //	                   the other hooks
 //	nri.go             the paths (ViaNRI, ViaUpdate), the NRI boundary (nriAdapter), the plugin (newNRI)
@@ -145,9 +158,19 @@
 // and Shutdown waits for them all (a goroutine left after it is a test
 // failure: TestShutdownLeavesNoGoroutine). A container's
 // record (its annotation in the spec containerd stores) has one owner,
-// records (records.go): the create's, the start's, the check's and the
-// exit's writes all go through its update function, one at a time per
-// container, and a read through it sees the last write. A create's state has one writer at a time,
+// records (records.go), built by newServer and handed to the targeter and
+// to afterAnswer as the same value: the create's, the start's, the
+// check's and the exit's writes all go through its update function, one at
+// a time per container, and a read through it sees the last write. What
+// happens after the answers is afterAnswer's (after_answer.go): it owns
+// the side queue (built by it; its goroutine started by Run, step 3), the
+// verifier's reads (taken by their check, or dropped after readTTL) and
+// the exit watch's maps (who joined which target, their exits); the
+// catch-up owns nothing but what it reads, and writes records only through
+// the exit watch and the check. None of them holds the targeter: the
+// hooks tell afterAnswer of a create, a start and a removal through
+// afterHooks, and containerd's reader hands it its events. A create's
+// state has one writer at a time,
 // each for its lifetime: the preparation writes the target once, before it
 // is done, and everyone after only reads it; the create's decision (decider)
 // is written once, by whoever asks first, and after a conflict by the
@@ -172,11 +195,11 @@
 //	                    turn is held across containerd's Get and Update of
 //	                    that one container and the update function between,
 //	                    which never reads or writes a record itself
-//	verifier.mu         the reads at tasks' creation, until their check (a leaf)
-//	exitWatch.mu        who joined which target, and their exits (a leaf)
+//	verifier.mu         the reads at tasks' creation, until their check (a leaf; afterAnswer's)
+//	exitWatch.mu        who joined which target, and their exits (a leaf; afterAnswer's)
 //	handlers.mu         the pods' runtime handlers and what is known of each (a leaf)
 //	procs.mu            the plugin mode's running containers and their pids (a leaf)
-//	sideQueue.mu        when each channel's drops were last logged (a leaf)
+//	sideQueue.mu        when each channel's drops were last logged (a leaf; afterAnswer's)
 //	nriplugin's locks   its own (a leaf each; see its doc.go)
 //
 // No lock is held across a call to the backend but reconciler.mu, which

@@ -182,6 +182,7 @@ func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 		pins.keep(ctr.GetId())
 	}
 	t.report.outcome(ctr.GetId(), ViaNRI, d)
+	t.after.created(ctr.GetId(), d.rec)
 	failpoint("create:finished")
 	return adj, nil
 }
@@ -259,7 +260,7 @@ func (m *pluginMode) Started(pod *nriapi.PodSandbox, ctr *nriapi.Container) {
 	pr.sandbox = pod.GetId()
 	m.procs.started(ctr.GetId(), pr)
 	if _, pinned := m.t.pins.Path(ctr.GetId(), namespaces.PID); pinned {
-		m.t.verify.started(ctr.GetId())
+		m.t.after.started(ctr.GetId())
 	}
 }
 
@@ -271,7 +272,7 @@ func (m *pluginMode) Removed(ctr *nriapi.Container) {
 	if err := m.t.pins.Release(id); err != nil {
 		m.t.log.WithError(err).WithField("container", id).Warn("release pins; retried at the next NRI synchronization")
 	}
-	m.t.exits.forget(id) // after the release, as removeContainer's
+	m.t.after.removed(id) // after the release, as removeContainer's
 }
 
 // PodRemoved is containerd's RemovePodSandbox: its containers' pins went
@@ -332,7 +333,7 @@ func (m *pluginMode) pinsLost(pods []*nriapi.PodSandbox, ctrs []*nriapi.Containe
 		if err := m.t.pins.Release(c.GetId()); err != nil {
 			m.t.log.WithError(err).WithField("container", c.GetId()).Warn("release pins; retried at the next NRI synchronization")
 		}
-		m.t.exits.forget(c.GetId())
+		m.t.after.removed(c.GetId())
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 //
 // What is known in memory of the records (the exit watch's targets) is
 // rebuilt from them by the catch-up after each subscription to
-// containerd's events, the shim's start among them (target_exit.go).
+// containerd's events, the shim's start among them (after_catchup.go).
 type records struct {
 	store specEditor
 

@@ -54,8 +54,7 @@ func TestRecordWritersRace(t *testing.T) {
 		{"the start, the exit, and the exit again (a catch-up)", []string{"start", "exit", "exit"}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			r := newRig(t, false)
-			_, _, s := r.withChecks()
+			r, _, _, s := withChecks(t, newRig, false)
 			id := r.pidDebugger(t)
 			r.specs.between = newRendezvous(len(tc.writers), 300*time.Millisecond).arrive
 			var wg sync.WaitGroup
@@ -95,7 +94,7 @@ func TestRecordWritersRace(t *testing.T) {
 // write is one writer of container id's record: the start's fallback, the
 // check after the start, or the target's exit.
 func (r *rig) write(t *testing.T, w, id string) {
-	tg, ctx := r.server.target, context.Background()
+	tg, after, ctx := r.server.target, r.server.after, context.Background()
 	switch w {
 	case "start": // the target's PID namespace has no init left
 		if err := tg.initLost(ctx, id, nil); err != nil {
@@ -103,8 +102,8 @@ func (r *rig) write(t *testing.T, w, id string) {
 		}
 	case "check":
 		read := &taskRead{pid: 777, ids: map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID}, at: time.Now()}
-		tg.verify.report(ctx, id, read, taskWord{pid: 777})
+		after.verify.report(ctx, id, read, taskWord{pid: 777})
 	case "exit":
-		tg.exits.tell(ctx, id, taskExit{container: "app1", process: "app1", status: 3, at: time.Now()})
+		after.exits.tell(ctx, id, taskExit{container: "app1", process: "app1", status: 3, at: time.Now()})
 	}
 }

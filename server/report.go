@@ -19,9 +19,6 @@ type reporter struct {
 	log     *logrus.Entry
 	metrics Metrics   // nil: none
 	events  EventSink // nil: none
-	// watch is told of each container pinned in a target's PID namespace
-	// (exitWatch.watch); nil: none.
-	watch func(target, id string)
 }
 
 // EventSink takes the Events the shim has for pods. Post never blocks
@@ -56,9 +53,6 @@ func (r reporter) outcome(id, via string, d decision) {
 			r.targeting(kind, "create", oci.Targeted, reasonNone)
 			log.WithFields(logrus.Fields{"namespace": kind, "inode": ns.Inode, "pin": ns.Path}).Info("container joins the target's namespace")
 		}
-	}
-	if ns := d.rec.Namespaces[string(namespaces.PID)]; ns.Result == oci.Targeted && r.watch != nil {
-		r.watch(d.rec.Target, id)
 	}
 	r.event(d.name, "create", d.rec)
 }

@@ -87,6 +87,9 @@ type rig struct {
 	// the calls it makes, and the shim itself is never patched.
 	kernel kernel
 	events EventSink
+
+	// deps are what the shim was built on (restart builds another on them)
+	deps deps
 }
 
 // kernelOf is the kernel's side the rig's shim is built with: each call
@@ -102,6 +105,9 @@ func (r *rig) kernelOf() kernel {
 		hasInit: func(path string) (bool, error) { return r.kernel.hasInit(path) },
 		canJoin: func(h *namespaces.Handle, userns string) (bool, error) { return r.kernel.canJoin(h, userns) },
 		stat:    func(path string) (namespaces.ID, error) { return r.kernel.stat(path) },
+		of: func(pid int, kinds []namespaces.Kind) (map[namespaces.Kind]namespaces.ID, error) {
+			return r.kernel.of(pid, kinds)
+		},
 	}
 }
 
@@ -214,24 +220,48 @@ func buildRigEdit(t testing.TB, strict bool, nri *nriplugin.Plugin, plugin bool,
 	if edit != nil {
 		edit(&d)
 	}
-	r.server = newServer(d)
+	r.deps = d
+	r.serve(t)
+	return r
+}
+
+// serve builds the rig's shim on its deps, runs it, and serves it (but in
+// the plugin mode).
+func (r *rig) serve(t testing.TB) {
+	t.Helper()
+	s := newServer(r.deps)
+	r.server = s
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		r.server.Shutdown(ctx)
+		s.Shutdown(ctx)
 	})
 	// as cmd/cri-nstarget runs it; a start-up reconcile that fails is the
 	// reconciler loop's to retry, and the tests of it call Reconcile
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = r.server.Run(ctx)
+	_ = s.Run(ctx)
 	cancel()
-	if plugin {
-		return r
+	if r.deps.plugin {
+		return
 	}
 	r.shimLis = bufconn.Listen(1 << 20)
-	go r.server.Serve(r.shimLis)
+	go s.Serve(r.shimLis)
 	r.shim = dialMem(t, r.shimLis)
-	return r
+}
+
+// restart is a restart of the shim on the Update path: the server shut
+// down, and another built on the same deps (the same backend, containerd,
+// pins and records), run and served in its place. What the first kept in
+// memory is gone with it.
+func (r *rig) restart(t testing.TB) {
+	t.Helper()
+	if r.deps.nri != nil {
+		t.Fatal("restart: a rig on the NRI path cannot run its plugin twice")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.server.Shutdown(ctx)
+	r.serve(t)
 }
 
 // newNRIRig is a rig on the NRI path: NRI's runtime side as containerd 2.x

@@ -112,10 +112,10 @@ type Server struct {
 	// the reader of containerd's events, the NRI connection's and the
 	// reconciler's loop. Shutdown waits for them.
 	bg *goroutines
-	// What Run starts: the side queue, containerd's events (nil: none), and
-	// why NRI must not connect (nriOff, the plugin mode's pins unnamed;
-	// nil: it may).
-	side   *sideQueue
+	// What Run starts: what happens after the answers (its side queue),
+	// containerd's events (nil: none), handed to it, and why NRI must not
+	// connect (nriOff, the plugin mode's pins unnamed; nil: it may).
+	after  *afterAnswer
 	events *taskEvents
 	nriOff error
 	ran    atomic.Bool // Run was called
@@ -140,6 +140,7 @@ func New(opts Options) *Server {
 		lookup:   api,
 		states:   api,
 		events:   newTaskEvents(opts.Containerd, opts.ContainerdNamespace, log),
+		host:     ownPIDNamespace(log),
 		pins:     pins.New(pins.Under(opts.StateDir)),
 		intents:  intents.New(filepath.Join(opts.StateDir, "intents")),
 		handlers: newHandlers(cri, log, opts.HandlersWithoutJoin, filepath.Join(opts.StateDir, "runtime-handlers.json")),
@@ -169,8 +170,9 @@ type deps struct {
 	tasks    taskLookup
 	specs    specEditor
 	lookup   criContainers // nil: targets are resolved through the CRI only
-	states   taskStates    // containerd's word on tasks, for the check after a start
-	events   *taskEvents   // containerd's task events; nil: no check after a start, no event reader
+	states   taskStates    // containerd's word on tasks, for the check after a start; nil: no check
+	events   *taskEvents   // containerd's task events; nil: no event reader
+	host     namespaces.ID // the shim's own PID namespace: the host's (the check after a start)
 	pins     pinStore
 	intents  intentStore
 	handlers *handlers // nil: every runtime handler is taken to join
@@ -197,29 +199,17 @@ type kernel struct {
 	// openIdentified is openNS, and what /proc says of the process.
 	openIdentified func(pid int, kinds []namespaces.Kind) ([]*namespaces.Handle, namespaces.Identity, error)
 	hasInit        func(path string) (bool, error)
-	canJoin        func(h *namespaces.Handle, userns string) (bool, error)
-	stat           func(path string) (namespaces.ID, error)
+	// of reads a process's namespaces through a pidfd (the check after a
+	// start).
+	of      func(pid int, kinds []namespaces.Kind) (map[namespaces.Kind]namespaces.ID, error)
+	canJoin func(h *namespaces.Handle, userns string) (bool, error)
+	stat    func(path string) (namespaces.ID, error)
 }
 
 // hostKernel is the kernel's side as the shim uses it.
 func hostKernel() kernel {
-	return kernel{openNS: namespaces.Open, openIdentified: namespaces.OpenIdentified, hasInit: namespaces.HasInit, canJoin: namespaces.CanJoin, stat: namespaces.Stat}
+	return kernel{openNS: namespaces.Open, openIdentified: namespaces.OpenIdentified, hasInit: namespaces.HasInit, of: namespaces.Of, canJoin: namespaces.CanJoin, stat: namespaces.Stat}
 }
-
-// sideEvents hands containerd's task events to the check after a start and
-// to the exit watch.
-type sideEvents struct{ t *targeter }
-
-func (e sideEvents) taskCreated(id string, pid uint32) { e.t.verify.taskCreated(id, pid) }
-
-func (e sideEvents) taskExited(x taskExit) {
-	e.t.verify.taskExited(x)
-	e.t.exits.taskExited(x)
-}
-
-// subscribed looks for what was missed a moment later: containerd
-// registers a subscription once the call has reached it.
-func (e sideEvents) subscribed() { e.t.exits.side.later(time.Second, chanScan, e.t.catchUp) }
 
 // WaitTargetingPath waits, up to ctx, for the first attempt to connect to
 // containerd's NRI (if the server uses it), so that the first creates served
@@ -262,9 +252,12 @@ func newServer(d deps) *Server {
 	if m, ok := d.metrics.(dropRecorder); ok {
 		dropped = m.Dropped
 	}
-	side := newSideQueue(life, log, dropped)
 	bg := &goroutines{}
-	t := newTargeter(d, life, bg, side, log)
+	records := newRecords(d.specs)
+	report := reporter{log: log, metrics: d.metrics, events: d.sink}
+	after := newAfterAnswer(afterDeps{life: life, dropped: dropped, records: records, pins: d.pins, cri: d.cri, states: d.states, subscribed: subscribedOf(d.events),
+		handlers: d.handlers, of: d.kernel.of, hasInit: d.kernel.hasInit, host: d.host, report: report, strict: d.strict, log: log})
+	t := newTargeter(d, life, bg, records, report, after, log)
 	s := new(Server)
 	var plugin *pluginMode
 	var g *grpc.Server
@@ -279,7 +272,7 @@ func newServer(d deps) *Server {
 		g = s.newGRPC(px.codec, hooks, hs, d.grpcOpts)
 	}
 	*s = Server{proxy: px, hooks: hooks, target: t, nri: d.nri, plugin: plugin, log: log, grpc: g, metrics: d.metrics, health: hs,
-		life: life, stop: stop, bg: bg, side: side, events: d.events, nriOff: d.pinsOff}
+		life: life, stop: stop, bg: bg, after: after, events: d.events, nriOff: d.pinsOff}
 	return s
 }
 
@@ -311,9 +304,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.plugin.releaseEarlier()
 	}
 	err := s.Reconcile(ctx)
-	s.bg.start(s.side.run)
+	s.bg.start(s.after.run)
 	if s.events != nil {
-		s.bg.start(func() { s.events.run(s.life, sideEvents{s.target}) })
+		s.bg.start(func() { s.events.run(s.life, s.after) })
 	}
 	switch {
 	case s.nri != nil && s.nriOff != nil:
@@ -328,23 +321,17 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-// newTargeter is the targeting of a Server built on d, its side channels
-// on side. The targeter is allocated before its literal only so that the
-// exit watch and the check after a start, built first, can name it.
-func newTargeter(d deps, life context.Context, bg *goroutines, side *sideQueue, log *logrus.Entry) *targeter {
-	t := new(targeter)
-	exits := newExitWatch(t, side)
-	var verify *verifier
-	if d.events != nil {
-		verify = newVerifier(t, side, d.states, d.events, log)
-	}
+// newTargeter is the targeting of a Server built on d: the containers'
+// records through records (their one owner), what it decided said through
+// report, and what comes after its answers handed to after.
+func newTargeter(d deps, life context.Context, bg *goroutines, records *records, report reporter, after afterHooks, log *logrus.Entry) *targeter {
 	adapter, removals := nriOf(d.nri)
-	*t = targeter{
+	return &targeter{
 		recon:    newReconciler(life, bg, d.cri, d.pins, d.intents, log),
-		report:   reporter{log: log, metrics: d.metrics, events: d.sink, watch: exits.watch},
+		report:   report,
 		cri:      d.cri,
 		tasks:    d.tasks,
-		records:  newRecords(d.specs),
+		records:  records,
 		pins:     d.pins,
 		lookup:   d.lookup,
 		kernel:   d.kernel,
@@ -353,11 +340,9 @@ func newTargeter(d deps, life context.Context, bg *goroutines, side *sideQueue, 
 		nri:      adapter,
 		removals: removals,
 		nriOnly:  d.nriOnly,
-		verify:   verify,
-		exits:    exits,
+		after:    after,
 		handlers: d.handlers,
 	}
-	return t
 }
 
 // nriOf is p as the targeter's NRI boundary and removal gate; nil
@@ -403,16 +388,14 @@ func (s *Server) newGRPC(codec rawCodec, hooks map[string]hook, hs *health.Serve
 	return g
 }
 
-// newVerifier is the check after each start of a pinned container (states:
-// containerd's word on a task; events: whether its events are read), on
-// side.
-func newVerifier(t *targeter, side *sideQueue, states taskStates, events *taskEvents, log *logrus.Entry) *verifier {
+// ownPIDNamespace is the shim's own PID namespace: the host's. Without it, a VM
+// runtime's process on the host cannot be told from a container's.
+func ownPIDNamespace(log *logrus.Entry) namespaces.ID {
 	host, err := namespaces.Stat("/proc/self/ns/pid")
 	if err != nil {
 		log.WithError(err).Warn("read the shim's own PID namespace: a VM runtime's process on the host cannot be told from a container's")
 	}
-	return &verifier{t: t, side: side, states: states, of: namespaces.Of, host: host,
-		subscribed: events.up.Load, reads: map[string]*taskRead{}}
+	return host
 }
 
 // dropRecorder is a Metrics that counts what the side queue dropped.

@@ -29,7 +29,9 @@ const sideQueueSize = 256
 const sideJobTimeout = 30 * time.Second
 
 // sideQueue runs what the shim does after an answer, away from any call:
-// the checks after a start (verifier), the exits of targets (exitWatch).
+// the checks after a start (verifier), the exits of targets (exitWatch),
+// the catch-up. Its owner is afterAnswer, which builds it; Run starts its
+// goroutine.
 // Jobs wait in a bounded queue and run one at a time on one goroutine, so
 // that they never compete with each other for a container's record;
 // a job that does not fit is dropped and counted

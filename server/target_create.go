@@ -62,6 +62,7 @@ func (t *targeter) createTargeted(ctx context.Context, req createRequest, token 
 		pins.keep(res.id)
 	}
 	t.report.outcome(res.id, res.via, res.d)
+	t.after.created(res.id, res.d.rec)
 	t.report.steps(res.id, res.via, res.took, w)
 	failpoint("create:finished")
 	return res.out, nil

@@ -8,8 +8,6 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sirupsen/logrus"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
@@ -21,16 +19,22 @@ import (
 // and a container that joined a target's own PID namespace dies with the
 // target's process. It keeps which containers were pinned in which
 // target's PID namespace (watch: from their create; rebuilt after a restart
-// of the shim by catchUp), learns exits from containerd's event service
+// of the shim by the catch-up), learns exits from containerd's event service
 // (taskExited, on the event stream's goroutine), and on a target's exit
 // looks at each such container on the side queue: its pinned namespace has
 // no init left, and it exited with 137 within a second of the target: a
 // Warning TargetExited, once per container (its record is marked first;
 // a mark that cannot be written posts nothing, and the next catch-up tries
-// again).
+// again). It is a part of afterAnswer, which builds it (newAfterAnswer)
+// and owns its maps.
 type exitWatch struct {
-	t    *targeter
-	side *sideQueue
+	side     *sideQueue        // afterAnswer's
+	cri      containerStatuses // the backend CRI's word on a container
+	pins     pinReader
+	hasInit  func(path string) (bool, error) // whether a pinned PID namespace has an init
+	records  recordOwner
+	reporter reporter
+	log      *logrus.Entry
 
 	// mu guards the maps; a leaf. Each is bounded by the containers with
 	// pins (and exits by maxExits).
@@ -52,10 +56,6 @@ const (
 	// maxExits bounds the exits kept.
 	maxExits = 1024
 )
-
-func newExitWatch(t *targeter, side *sideQueue) *exitWatch {
-	return &exitWatch{t: t, side: side, joined: map[string]map[string]bool{}, targetOf: map[string]string{}, exits: map[string]taskExit{}}
-}
 
 // watch records that container id is pinned in target's PID namespace.
 func (x *exitWatch) watch(target, id string) {
@@ -159,7 +159,7 @@ func (x *exitWatch) exitOf(ctx context.Context, id string) (taskExit, runtimeapi
 // status is container id's state in the backend's CRI, and its exit when
 // it has exited.
 func (x *exitWatch) status(ctx context.Context, id string) (taskExit, runtimeapi.ContainerState) {
-	resp, err := x.t.cri.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	resp, err := x.cri.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
 		return taskExit{}, runtimeapi.ContainerState_CONTAINER_UNKNOWN
 	}
@@ -178,11 +178,11 @@ func diedWith(te, d taskExit) bool {
 // pinned PID namespace has no init left (the target's process was it), and
 // it was killed within a second of the target.
 func (x *exitWatch) judge(ctx context.Context, id string, te, d taskExit) {
-	pin, ok := x.t.pins.Path(id, namespaces.PID)
+	pin, ok := x.pins.Path(id, namespaces.PID)
 	if !ok {
 		return
 	}
-	if live, err := x.t.hasInit(pin); err != nil || live || !diedWith(te, d) {
+	if live, err := x.hasInit(pin); err != nil || live || !diedWith(te, d) {
 		return
 	}
 	x.tell(ctx, id, te)
@@ -196,7 +196,7 @@ var errSaid = errors.New("said before")
 func (x *exitWatch) tell(ctx context.Context, id string, te taskExit) {
 	var rec oci.Record
 	var name string
-	err := x.t.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err := x.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		r, ok, err := oci.ParseRecord(spec.Annotations)
 		switch {
 		case err != nil || !ok:
@@ -208,7 +208,7 @@ func (x *exitWatch) tell(ctx context.Context, id string, te taskExit) {
 		rec, name = r, spec.Annotations[criNameAnnotation]
 		return []oci.Opt{oci.WithRecord(r)}, nil
 	})
-	log := x.t.log.WithFields(logrus.Fields{"container": id, "target": te.container, "target_exit": te.status})
+	log := x.log.WithFields(logrus.Fields{"container": id, "target": te.container, "target_exit": te.status})
 	switch {
 	case errors.Is(err, errSaid) || errors.Is(err, errNothingToCheck):
 		return
@@ -217,74 +217,7 @@ func (x *exitWatch) tell(ctx context.Context, id string, te taskExit) {
 		return
 	}
 	log.WithField("name", name).Warn("the target's process, the init of the PID namespace this container joined, exited: the kernel killed the container with it (exit 137)")
-	x.t.report.eventOf(targetExitedEvent(name, rec, te.status))
-}
-
-// catchUp looks, after each subscription to containerd's events (the
-// shim's start, containerd's restart), for what was missed while no events
-// were read: the containers pinned in a target's PID namespace are watched
-// again, those whose target exited meanwhile and took them along are told
-// (once: their record says so), and those started without a check are
-// checked. It reads each pinned container's record and the state of it and
-// of its target: two calls for each, bounded by the pins on disk.
-//
-// Right after containerd's restart its CRI may not answer yet, and a start
-// that was in containerd when it went down (its caller told of a reset
-// connection) may leave the container running, or already exited, without
-// a start the shim saw: while a pinned container could not be read, or one not yet checked
-// is not running yet, the catch-up is done again, every catchUpEvery, at
-// most catchUpTries times.
-func (t *targeter) catchUp(ctx context.Context) { t.catchUpTry(ctx, 1) }
-
-// The catch-ups after one subscription while something is still to see:
-// about 30 s.
-const (
-	catchUpTries = 15
-	catchUpEvery = 2 * time.Second
-)
-
-func (t *targeter) catchUpTry(ctx context.Context, try int) {
-	if t.scan(ctx) && try < catchUpTries {
-		t.exits.side.later(catchUpEvery, chanScan, func(ctx context.Context) { t.catchUpTry(ctx, try+1) })
-	}
-}
-
-// scan is one catch-up; again says that something is still to see: a
-// pinned container whose record or state could not be read, or one not
-// yet checked that has not started (yet).
-func (t *targeter) scan(ctx context.Context) (again bool) {
-	ids, err := t.pins.IDs()
-	if err != nil {
-		t.log.WithError(err).Warn("catch up after subscribing to containerd's events: list the pins")
-		return false
-	}
-	for _, id := range ids {
-		spec, err := t.records.read(ctx, id)
-		if err != nil {
-			again = again || !notFound(err)
-			continue
-		}
-		rec, ok, err := oci.ParseRecord(spec.Annotations)
-		if err != nil || !ok {
-			continue
-		}
-		d, dst := t.exits.status(ctx, id)
-		if t.verify != nil && unchecked(rec) {
-			switch dst {
-			case runtimeapi.ContainerState_CONTAINER_RUNNING, runtimeapi.ContainerState_CONTAINER_EXITED:
-				// exited: it ran; what the check can still see (most
-				// often that it cannot: it is gone) is said all the same
-				t.verify.started(id)
-			case runtimeapi.ContainerState_CONTAINER_CREATED, runtimeapi.ContainerState_CONTAINER_UNKNOWN:
-				again = true
-			}
-		}
-		if ns := rec.Namespaces[string(namespaces.PID)]; ns.Result != oci.Targeted || rec.TargetExited != nil || rec.Target == "" {
-			continue
-		}
-		t.exits.rewatch(ctx, id, rec.Target, d, dst)
-	}
-	return again
+	x.reporter.eventOf(targetExitedEvent(name, rec, te.status))
 }
 
 // rewatch watches container id (its exit d, its state dst) again in
@@ -296,7 +229,7 @@ func (t *targeter) scan(ctx context.Context) (again bool) {
 // a watch registered after the forget finds the pins gone.
 func (x *exitWatch) rewatch(ctx context.Context, id, target string, d taskExit, dst runtimeapi.ContainerState) {
 	x.watch(target, id)
-	if _, ok := x.t.pins.Path(id, namespaces.PID); !ok {
+	if _, ok := x.pins.Path(id, namespaces.PID); !ok {
 		x.unwatch(target, id)
 		return
 	}
@@ -313,20 +246,4 @@ func (x *exitWatch) rewatch(ctx context.Context, id, target string, d taskExit, 
 	default:
 		x.unwatch(target, id)
 	}
-}
-
-// notFound: containerd has no such object (the container was removed).
-func notFound(err error) bool {
-	s, ok := status.FromError(err)
-	return ok && s.Code() == codes.NotFound
-}
-
-// unchecked: some namespace of rec was pointed at a pin and not checked.
-func unchecked(rec oci.Record) bool {
-	for _, ns := range rec.Namespaces {
-		if ns.Result == oci.Targeted && ns.Path != "" && ns.Verify == nil {
-			return true
-		}
-	}
-	return false
 }

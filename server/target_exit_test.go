@@ -58,8 +58,7 @@ func TestTargetExited(t *testing.T) {
 		{desc: "the target was not the namespace's init", debugExit: 137, debugAt: -3 * time.Millisecond, nsHasInit: true, debugFirst: true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			r := newRig(t, false)
-			_, _, s := r.withChecks()
+			r, _, _, s := withChecks(t, newRig, false)
 			id := r.pidDebugger(t)
 			r.markChecked(t, id) // as its start's check did
 			r.live = tc.nsHasInit
@@ -68,7 +67,7 @@ func TestTargetExited(t *testing.T) {
 			debug := taskExit{container: id, process: id, pid: 5, status: tc.debugExit, at: t0.Add(tc.debugAt)}
 			r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 3, FinishedAt: t0.UnixNano()})
 			r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: int32(tc.debugExit), FinishedAt: debug.at.UnixNano()})
-			events := sideEvents{r.server.target}
+			events := r.server.after
 			switch {
 			case tc.fromBackend:
 				events.taskExited(target)
@@ -81,7 +80,7 @@ func TestTargetExited(t *testing.T) {
 			}
 			if !tc.want {
 				time.Sleep(100 * time.Millisecond)
-				r.server.target.catchUp(context.Background())
+				r.server.after.catchUp(context.Background())
 				if got := s.posted(); len(got) != 0 {
 					t.Errorf("posted %+v; the debugger did not die with its target", got)
 				}
@@ -98,8 +97,8 @@ func TestTargetExited(t *testing.T) {
 				t.Errorf("record's targetExited = %+v, want exit code 3 at %s", te, t0.UTC())
 			}
 			// a restart of the shim: nothing watched, the catch-up looks again
-			r.server.target.exits = newExitWatch(r.server.target, r.server.target.exits.side)
-			r.server.target.catchUp(context.Background())
+			r.restart(t)
+			r.server.after.catchUp(context.Background())
 			time.Sleep(50 * time.Millisecond)
 			if got := s.posted(); len(got) != 1 {
 				t.Errorf("posted %d events after the catch-up; want the one, once", len(got))
@@ -112,17 +111,16 @@ func TestTargetExited(t *testing.T) {
 // target exited: the catch-up after it subscribes again finds the debugger
 // killed with it, and posts the Warning, once.
 func TestTargetExitedWhileAway(t *testing.T) {
-	r := newRig(t, false)
-	_, _, s := r.withChecks()
+	r, _, _, s := withChecks(t, newRig, false)
 	id := r.pidDebugger(t)
 	r.markChecked(t, id)
 	r.live = false
 	t0 := time.Now()
 	r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 3, FinishedAt: t0.UnixNano()})
 	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 137, FinishedAt: t0.Add(-time.Millisecond).UnixNano()})
-	r.server.target.exits = newExitWatch(r.server.target, r.server.target.exits.side)
+	r.restart(t)
 	for range 2 {
-		r.server.target.catchUp(context.Background())
+		r.server.after.catchUp(context.Background())
 	}
 	if got := s.posted(); len(got) != 1 || got[0].Reason != eventTargetExited {
 		t.Errorf("posted %+v, want one TargetExited", got)
@@ -134,7 +132,7 @@ func TestTargetExitedWhileAway(t *testing.T) {
 func TestExitWatchForgets(t *testing.T) {
 	r := newRig(t, false)
 	id := r.pidDebugger(t)
-	x := r.server.target.exits
+	x := r.server.after.exits
 	if x.targetOf[id] != "app1" || !x.joined["app1"][id] {
 		t.Fatalf("watch: %v %v, want %s pinned in app1's namespace", x.targetOf, x.joined, id)
 	}
@@ -152,14 +150,13 @@ func TestExitWatchForgets(t *testing.T) {
 // the subscription first finds it not yet running, and looks again until it
 // runs: it is checked, and its Event posted.
 func TestCatchUpStartMissed(t *testing.T) {
-	r := newRig(t, false)
-	rd, st, s := r.withChecks()
+	r, rd, st, s := withChecks(t, newRig, false)
 	id := r.pidDebugger(t)
 	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_CREATED})
-	if again := r.server.target.scan(context.Background()); !again {
+	if again := r.server.after.scan(context.Background()); !again {
 		t.Fatal("scan: a pinned container not yet checked and not running, want it looked at again")
 	}
-	r.server.target.catchUp(context.Background())
+	r.server.after.catchUp(context.Background())
 	// containerd has recovered the task: it runs
 	st.set(id, taskState{pid: 777, status: task.Status_RUNNING})
 	rd.set(777, map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID})
@@ -171,7 +168,7 @@ func TestCatchUpStartMissed(t *testing.T) {
 	if e := s.posted()[0]; e.Reason != eventTargeted {
 		t.Errorf("posted %+v, want Normal Targeted", e)
 	}
-	if again := r.server.target.scan(context.Background()); again {
+	if again := r.server.after.scan(context.Background()); again {
 		t.Error("scan after the check: want nothing more to see")
 	}
 }
@@ -180,12 +177,11 @@ func TestCatchUpStartMissed(t *testing.T) {
 // events, its start not answered by the shim: the catch-up checks it all
 // the same, and the check says what it could see: that it had exited.
 func TestCatchUpExitedUnchecked(t *testing.T) {
-	r := newRig(t, false)
-	_, st, s := r.withChecks()
+	r, _, st, s := withChecks(t, newRig, false)
 	id := r.pidDebugger(t)
 	st.set(id, taskState{pid: 777, status: task.Status_STOPPED, exitedAt: time.Now()})
 	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, FinishedAt: time.Now().UnixNano()})
-	r.server.target.catchUp(context.Background())
+	r.server.after.catchUp(context.Background())
 	if v := r.verified(t, id, "pid"); v.Result != oci.Unverified {
 		t.Errorf("verify = %+v, want unverified", v)
 	}
@@ -233,12 +229,11 @@ func (r *rig) pidDebugger(t *testing.T) string {
 // question of its status (running) and the catch-up's watch of its
 // debugger: the Warning is posted all the same.
 func TestCatchUpExitBetweenStatusAndWatch(t *testing.T) {
-	r := newRig(t, false)
-	_, _, s := r.withChecks()
+	r, _, _, s := withChecks(t, newRig, false)
 	id := r.pidDebugger(t)
 	r.markChecked(t, id)
 	r.live = false
-	r.server.target.exits = newExitWatch(r.server.target, r.server.target.exits.side) // a restart of the shim
+	r.restart(t) // a restart of the shim
 	r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
 	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
 	var once sync.Once
@@ -250,10 +245,10 @@ func TestCatchUpExitBetweenStatusAndWatch(t *testing.T) {
 			t0 := time.Now()
 			r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 3, FinishedAt: t0.UnixNano()})
 			r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_EXITED, ExitCode: 137, FinishedAt: t0.UnixNano()})
-			sideEvents{r.server.target}.taskExited(taskExit{container: "app1", process: "app1", pid: 4, status: 3, at: t0})
+			r.server.after.taskExited(taskExit{container: "app1", process: "app1", pid: 4, status: 3, at: t0})
 		})
 	}
-	r.server.target.scan(context.Background())
+	r.server.after.scan(context.Background())
 	waitFor(t, "the Warning", func() bool { return len(s.posted()) == 1 })
 	if e := s.posted()[0]; e.Reason != eventTargetExited {
 		t.Errorf("posted %+v, want Warning TargetExited", e)
@@ -263,12 +258,11 @@ func TestCatchUpExitBetweenStatusAndWatch(t *testing.T) {
 // A debugger removed while the catch-up looks at it is not watched after
 // its removal.
 func TestCatchUpNoWatchAfterForget(t *testing.T) {
-	r := newRig(t, false)
-	_, _, _ = r.withChecks()
+	r, _, _, _ := withChecks(t, newRig, false)
 	id := r.pidDebugger(t)
 	r.markChecked(t, id)
-	x := newExitWatch(r.server.target, r.server.target.exits.side) // a restart of the shim
-	r.server.target.exits = x
+	r.restart(t) // a restart of the shim
+	x := r.server.after.exits
 	r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
 	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
 	var once sync.Once
@@ -282,7 +276,7 @@ func TestCatchUpNoWatchAfterForget(t *testing.T) {
 			}
 		})
 	}
-	r.server.target.scan(context.Background())
+	r.server.after.scan(context.Background())
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if len(x.targetOf)+len(x.joined) != 0 {

@@ -38,12 +38,21 @@ import (
 // containerd (the same pid, not yet exited when it was read), and a read
 // that containerd does not confirm concludes nothing (judge): a reused pid
 // cannot pass.
+//
+// It is a part of afterAnswer, which builds it (newVerifier) and owns its
+// reads.
 type verifier struct {
-	t      *targeter
-	side   *sideQueue
-	states taskStates // containerd's word on a task
-	of     func(pid int, kinds []namespaces.Kind) (map[namespaces.Kind]namespaces.ID, error)
-	host   namespaces.ID // the shim's own PID namespace: the host's
+	side     *sideQueue // afterAnswer's
+	records  recordOwner
+	pins     pinReader
+	cri      containerStopper // strict mode stops a container not joined
+	states   taskStates       // containerd's word on a task
+	learn    handlerLearner   // told of a runtime handler seen not joining
+	reporter reporter
+	log      *logrus.Entry
+	strict   bool
+	of       func(pid int, kinds []namespaces.Kind) (map[namespaces.Kind]namespaces.ID, error)
+	host     namespaces.ID // the shim's own PID namespace: the host's
 	// subscribed tells whether containerd's task events are being read
 	// now (a read of the task's creation may still come).
 	subscribed func() bool
@@ -90,8 +99,8 @@ var errNoHostPID = errors.New("containerd reports no process for the task")
 
 // pinned tells whether container id has pins: only those are checked.
 func (v *verifier) pinned(id string) bool {
-	_, pid := v.t.pins.Path(id, namespaces.PID)
-	_, ipc := v.t.pins.Path(id, namespaces.IPC)
+	_, pid := v.pins.Path(id, namespaces.PID)
+	_, ipc := v.pins.Path(id, namespaces.IPC)
 	return pid || ipc
 }
 
@@ -110,7 +119,7 @@ func (v *verifier) read(pid uint32) *taskRead {
 // taskCreated reads, at once, the init process of a pinned container's new
 // task (containerd's TaskCreate event), for its check after the start.
 func (v *verifier) taskCreated(id string, pid uint32) {
-	if !v.pinned(id) {
+	if v == nil || !v.pinned(id) {
 		return
 	}
 	r := v.read(pid)
@@ -129,7 +138,7 @@ func (v *verifier) taskCreated(id string, pid uint32) {
 
 // taskExited notes the exit of a container whose read waits for its check.
 func (v *verifier) taskExited(e taskExit) {
-	if !e.init() {
+	if v == nil || !e.init() {
 		return
 	}
 	v.mu.Lock()
@@ -293,7 +302,7 @@ var errNothingToCheck = errors.New("nothing to check")
 // and an Event. A container proven not joined in strict mode is stopped
 // through the backend: its start had already been answered.
 func (v *verifier) report(ctx context.Context, id string, r *taskRead, w taskWord) {
-	spec, err := v.t.records.read(ctx, id)
+	spec, err := v.records.read(ctx, id)
 	if err != nil {
 		if status.Code(err) != codes.NotFound {
 			v.unreported(id, err)
@@ -320,11 +329,11 @@ func (v *verifier) report(ctx context.Context, id string, r *taskRead, w taskWor
 	if c.name == "" {
 		c.name = id
 	}
-	if v.t.strict && c.notJoined() {
+	if v.strict && c.notJoined() {
 		c.stopErr = v.stop(ctx, id)
 		c.stopped = c.stopErr == nil
 	}
-	err = v.t.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
+	err = v.records.edit(ctx, id, func(spec *specs.Spec) ([]oci.Opt, error) {
 		rec, ok, err := oci.ParseRecord(spec.Annotations)
 		if err != nil || !ok {
 			return nil, errNothingToCheck
@@ -341,16 +350,16 @@ func (v *verifier) report(ctx context.Context, id string, r *taskRead, w taskWor
 		c.recordErr = err
 	}
 	if c.notJoined() {
-		v.t.handlers.learn(rec.RuntimeHandler, fmt.Sprintf("container %s started outside the %s namespace its spec named", c.name, strings.Join(c.kinds(oci.NotJoined), " and ")))
+		v.learn.learn(rec.RuntimeHandler, fmt.Sprintf("container %s started outside the %s namespace its spec named", c.name, strings.Join(c.kinds(oci.NotJoined), " and ")))
 	}
-	v.t.report.verified(c)
+	v.reporter.verified(c)
 }
 
 // stop stops container id through the backend at once (strict mode, not
 // joined): the kubelet sees it exit, and does not restart an ephemeral
 // container.
 func (v *verifier) stop(ctx context.Context, id string) error {
-	_, err := v.t.cri.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
+	_, err := v.cri.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
 	return err
 }
 
@@ -358,11 +367,11 @@ func (v *verifier) stop(ctx context.Context, id string) error {
 // id concluded nothing because its record could not be read.
 func (v *verifier) unreported(id string, err error) {
 	for _, kind := range []namespaces.Kind{namespaces.PID, namespaces.IPC} {
-		if _, ok := v.t.pins.Path(id, kind); ok {
-			v.t.report.targeting(string(kind), stageVerify, oci.Unverified, whySpecNotUpdated(err))
+		if _, ok := v.pins.Path(id, kind); ok {
+			v.reporter.targeting(string(kind), stageVerify, oci.Unverified, whySpecNotUpdated(err))
 		}
 	}
-	v.t.log.WithError(err).WithField("container", id).Warn("verify: the container's record could not be read; whether it joined its target is not known")
+	v.log.WithError(err).WithField("container", id).Warn("verify: the container's record could not be read; whether it joined its target is not known")
 }
 
 // checked is one container's check, as it is reported.

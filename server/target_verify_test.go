@@ -99,19 +99,21 @@ func (f *reader) set(pid int, ids map[namespaces.Kind]namespaces.ID) {
 	f.ids[pid] = ids
 }
 
-// withChecks gives the rig's shim the check after a start: processes are
-// read through the returned reader, containerd's word is the returned
-// states', the pins' identities pinStat's; Events go to the returned sink.
-func (r *rig) withChecks() (*reader, *fakeStates, *sink) {
+// withChecks is a rig (made by newRig, its deps edited by edits) whose
+// shim has the check after a start: processes are read through the
+// returned reader, containerd's word is the returned states', the host's
+// PID namespace hostPID, the pins' identities pinStat's; Events go to the
+// returned sink.
+func withChecks(t testing.TB, newRig rigMaker, strict bool, edits ...func(*deps)) (*rig, *reader, *fakeStates, *sink) {
 	rd := &reader{ids: map[int]map[namespaces.Kind]namespaces.ID{}}
 	st := &fakeStates{m: map[string]taskState{}}
 	s := &sink{}
-	t := r.server.target
-	t.verify = &verifier{t: t, side: t.exits.side, states: st, of: rd.of, host: hostPID,
-		subscribed: func() bool { return false }, reads: map[string]*taskRead{}}
+	r := newRig(t, strict, append(slices.Clone(edits), func(d *deps) {
+		d.states, d.host, d.kernel.of = st, hostPID, rd.of
+	})...)
 	r.kernel.stat = pinStat
 	r.events = s
-	return rd, st, s
+	return r, rd, st, s
 }
 
 // withHandlers is an edit of a rig's deps that gives its shim the runtime
@@ -219,8 +221,7 @@ func TestJudge(t *testing.T) {
 func TestVerifyAfterStart(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		m := &fakeMetrics{}
-		r := newRig(t, false, withMetrics(m))
-		rd, st, s := r.withChecks()
+		r, rd, st, s := withChecks(t, newRig, false, withMetrics(m))
 		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 		both := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, Ipc: runtimeapi.NamespaceMode_TARGET, TargetId: "app1"}
 		id, err := r.create(t, withPod(createReq("sb1", both)))
@@ -257,9 +258,9 @@ func TestVerifyAfterStart(t *testing.T) {
 		}
 		// checked again (the catch-up after a restart of the shim, as well
 		// as its start): said once
-		r.server.target.verify.started(id)
+		r.server.after.started(id)
 		done := make(chan struct{})
-		r.server.target.exits.side.submit(chanVerify, func(context.Context) { close(done) })
+		r.server.after.side.submit(chanVerify, func(context.Context) { close(done) })
 		<-done
 		if got := s.posted(); len(got) != 1 {
 			t.Errorf("posted %d events after a second check, want the one", len(got))
@@ -275,8 +276,7 @@ func TestVerifyAfterStart(t *testing.T) {
 func TestVerifyAfterPinReleased(t *testing.T) {
 	eachPath(t, func(t *testing.T, newRig rigMaker) {
 		var h *handlers
-		r := newRig(t, false, withHandlers(t, "", &h))
-		rd, st, _ := r.withChecks()
+		r, rd, st, _ := withChecks(t, newRig, false, withHandlers(t, "", &h))
 		r.runPod(t, "sb1", "runc")
 		id := r.pidDebugger(t)
 		r.kernel.stat = func(string) (namespaces.ID, error) { return namespaces.ID{Dev: 8, Ino: 77}, nil } // released
@@ -307,8 +307,7 @@ func TestVerifyNotJoined(t *testing.T) {
 			eachPath(t, func(t *testing.T, newRig rigMaker) {
 				var h *handlers
 				m := &fakeMetrics{}
-				r := newRig(t, strict, withHandlers(t, "", &h), withMetrics(m))
-				rd, st, s := r.withChecks()
+				r, rd, st, s := withChecks(t, newRig, strict, withHandlers(t, "", &h), withMetrics(m))
 				r.runPod(t, "sb1", "vmrun")
 				id := r.pidDebugger(t)
 				if rec := r.record(t, id); rec.RuntimeHandler != "vmrun" || rec.Namespaces["pid"].Result != oci.Targeted {
@@ -389,14 +388,13 @@ func TestVerifyReadAtTaskCreate(t *testing.T) {
 		{"exit recorded before the read", -time.Millisecond, oci.Unverified},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			r := newRig(t, false)
-			rd, st, _ := r.withChecks()
+			r, rd, st, _ := withChecks(t, newRig, false)
 			id := r.pidDebugger(t)
 			rd.set(779, map[namespaces.Kind]namespaces.ID{namespaces.PID: targetPID, namespaces.IPC: {Dev: 4, Ino: 6}})
-			events := sideEvents{r.server.target}
+			events := r.server.after
 			events.taskCreated(id, 779)
 			events.taskCreated("not-pinned", 780) // no read: only pinned containers are
-			read := r.server.target.verify.reads[id]
+			read := r.server.after.verify.reads[id]
 			if read == nil || rd.reads != 1 {
 				t.Fatalf("reads %d, kept %+v: want the pinned container's process read at its task's creation", rd.reads, read)
 			}
@@ -416,8 +414,7 @@ func TestVerifyReadAtTaskCreate(t *testing.T) {
 // here with no event to read it earlier) gets a Warning that says so, never
 // a Normal.
 func TestVerifyUnseenIsWarning(t *testing.T) {
-	r := newRig(t, false)
-	_, st, s := r.withChecks()
+	r, _, st, s := withChecks(t, newRig, false)
 	id := r.pidDebugger(t)
 	st.set(id, taskState{pid: 781, status: task.Status_STOPPED, exitedAt: time.Now()})
 	if err := r.start(id); err != nil {

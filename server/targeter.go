@@ -23,14 +23,16 @@ type (
 		// for the runtime handlers (runtime_handlers.go)
 		PodSandboxStatus(ctx context.Context, in *runtimeapi.PodSandboxStatusRequest, opts ...grpc.CallOption) (*runtimeapi.PodSandboxStatusResponse, error)
 		Status(ctx context.Context, in *runtimeapi.StatusRequest, opts ...grpc.CallOption) (*runtimeapi.StatusResponse, error)
-		// for the checks after a start and the exits (target_verify.go, target_exit.go)
-		ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
-		StopContainer(ctx context.Context, in *runtimeapi.StopContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error)
+		// for what happens after the answers (afterAnswer, after_answer.go),
+		// which is handed these two only
+		containerStatuses
+		containerStopper
 	}
 	taskLookup interface {
 		TaskPID(ctx context.Context, id string) (uint32, error)
 	}
-	// taskStates is containerd's word on a task (target_verify.go).
+	// taskStates is containerd's word on a task (the check after a start,
+	// target_verify.go).
 	taskStates interface {
 		TaskState(ctx context.Context, id string) (taskState, error)
 	}
@@ -64,8 +66,9 @@ type (
 // target_create.go). What has state or a lifetime of its own is
 // elsewhere: the pins on disk (package pins), the intent records (package
 // intents) and crash recovery (reconciler), the NRI connection (package
-// nriplugin, behind nriAdapter), and the log, metrics and Events
-// (reporter). Every field is set by newTargeter, in one literal, from
+// nriplugin, behind nriAdapter), the log, metrics and Events
+// (reporter), and what happens after the answers (afterAnswer, behind
+// afterHooks). Every field is set by newTargeter, in one literal, from
 // one deps value, before the first call, and never changes after.
 type targeter struct {
 	cri   backendCRI
@@ -85,10 +88,12 @@ type targeter struct {
 	removals removalGate // nil: RemovePodSandbox waits for nothing
 	nriOnly  bool        // refuse TARGET creates while NRI is not usable
 
-	// What the shim does after an answer, on the side queue: the check
-	// after a start (nil: none), the exits of targets, and the pods'
-	// runtime handlers (nil: every handler is taken to join).
-	verify   *verifier
-	exits    *exitWatch
+	// after is what happens after the answers (afterAnswer,
+	// after_answer.go), told by the hooks of what they answered: a create,
+	// a start, a removal. It owns its state; the targeter holds no more of
+	// it than this handle.
+	after afterHooks
+	// handlers are the pods' runtime handlers (nil: every handler is
+	// taken to join).
 	handlers *handlers
 }
