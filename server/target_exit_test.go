@@ -256,30 +256,37 @@ func TestCatchUpExitBetweenStatusAndWatch(t *testing.T) {
 }
 
 // A debugger removed while the catch-up looks at it is not watched after
-// its removal.
+// its removal: removed while the catch-up asks for its own status (after
+// its record was read, before its watch is registered: the watch finds its
+// pins gone), or for its target's (after the watch: the removal forgets it).
 func TestCatchUpNoWatchAfterForget(t *testing.T) {
-	r, _, _, _ := withChecks(t, newRig, false)
-	id := r.pidDebugger(t)
-	r.markChecked(t, id)
-	r.restart(t) // a restart of the shim
-	x := r.server.after.exits
-	r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
-	r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
-	var once sync.Once
-	r.backend.onStatus = func(c string) {
-		if c != "app1" {
-			return
-		}
-		once.Do(func() { // the debugger is removed while the catch-up asks for its target
-			if _, err := runtimeapi.NewRuntimeServiceClient(r.shim).RemoveContainer(context.Background(), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
-				t.Error(err)
+	for _, at := range []string{"debugger", "target"} {
+		t.Run("removed while the catch-up asks for the "+at+"'s status", func(t *testing.T) {
+			r, _, _, _ := withChecks(t, newRig, false)
+			id := r.pidDebugger(t)
+			r.markChecked(t, id)
+			r.restart(t) // a restart of the shim
+			x := r.server.after.exits
+			r.backend.setStatus("app1", &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+			r.backend.setStatus(id, &runtimeapi.ContainerStatus{State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+			asked := map[string]string{"debugger": id, "target": "app1"}[at]
+			var once sync.Once
+			r.backend.onStatus = func(c string) {
+				if c != asked {
+					return
+				}
+				once.Do(func() {
+					if _, err := runtimeapi.NewRuntimeServiceClient(r.shim).RemoveContainer(context.Background(), &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			r.server.after.scan(context.Background())
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			if len(x.targetOf)+len(x.joined) != 0 {
+				t.Errorf("after the removal and the catch-up: watched %v %v, want nothing", x.targetOf, x.joined)
 			}
 		})
-	}
-	r.server.after.scan(context.Background())
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if len(x.targetOf)+len(x.joined) != 0 {
-		t.Errorf("after the removal and the catch-up: watched %v %v, want nothing", x.targetOf, x.joined)
 	}
 }
