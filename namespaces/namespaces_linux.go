@@ -239,7 +239,7 @@ func scanForInit(path string) (bool, error) {
 // isLiveInit reads /proc/<pid>/status: the process is PID 1 of its own
 // namespace (last NSpid field) and is neither a zombie nor dead.
 func isLiveInit(pid string) (bool, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/status")
+	b, err := readWhole("/proc/" + pid + "/status")
 	if err != nil {
 		return false, err
 	}

@@ -72,6 +72,27 @@ func TestOpenIdentifiedOwnProcess(t *testing.T) {
 	}
 }
 
+// readProc reads a file whole in one buffer, grown when the file is
+// larger (a cgroup file of many hierarchies), and a file that is not there
+// is a process gone.
+func TestReadProcWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big")
+	want := strings.Repeat("0123456789abcdef", 3*procReadSize/16) + "tail\n"
+	if err := os.WriteFile(path, []byte(want), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readProc(path)
+	if err != nil || got != want {
+		t.Errorf("readProc of %d bytes: %d bytes, %v; want them all", len(want), len(got), err)
+	}
+	if _, err := readProc(filepath.Join(path, "gone")); err == nil {
+		t.Error("readProc of a missing file: no error")
+	}
+	if _, err := readProc("/proc/self/nonexistent-entry"); !errors.Is(err, ErrExited) {
+		t.Errorf("readProc of a missing /proc entry: %v, want ErrExited", err)
+	}
+}
+
 func TestOpenExitedProcess(t *testing.T) {
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
