@@ -19,11 +19,20 @@ type Identity struct {
 	// of /proc's mount to its own innermost (/proc/<pid>/status); nil when
 	// the kernel tells none (before 4.1).
 	NSpid []int
+	// InitTold: the kernel told, through the process's PID namespace as it
+	// was opened, whether the process is that namespace's init (IsInit):
+	// the namespace's pid 1 in ours is the process's pid, or not
+	// (NS_GET_TGID_FROM_PIDNS, Linux 6.10+). /proc/<pid>/status is then not
+	// read, and NSpid is nil.
+	InitTold, IsInit bool
 }
 
 // Init tells whether the process is the init (pid 1) of its innermost PID
 // namespace; known is false when the kernel did not tell.
 func (id Identity) Init() (init, known bool) {
+	if id.InitTold {
+		return id.IsInit, true
+	}
 	if len(id.NSpid) == 0 {
 		return false, false
 	}

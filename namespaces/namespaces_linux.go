@@ -82,7 +82,7 @@ func open(pid int, kinds []Kind, identify bool) (_ []*Handle, who Identity, retE
 		}
 	}()
 	if identify {
-		if who, err = identityOf(pid); err != nil {
+		if who, err = identityOf(pid, pidHandle(handles)); err != nil {
 			return nil, who, err
 		}
 	}
@@ -116,6 +116,16 @@ func openKinds(pid int, kinds []Kind) ([]*Handle, error) {
 		}
 	}
 	return handles, nil
+}
+
+// pidHandle is the PID namespace's among hs; nil if none.
+func pidHandle(hs []*Handle) *Handle {
+	for _, h := range hs {
+		if h.Kind == PID {
+			return h
+		}
+	}
+	return nil
 }
 
 func closeAll(hs []*Handle) {
@@ -239,7 +249,7 @@ func scanForInit(path string) (bool, error) {
 // isLiveInit reads /proc/<pid>/status: the process is PID 1 of its own
 // namespace (last NSpid field) and is neither a zombie nor dead.
 func isLiveInit(pid string) (bool, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/status")
+	b, err := readWhole("/proc/" + pid + "/status")
 	if err != nil {
 		return false, err
 	}

@@ -64,11 +64,68 @@ func TestOpenIdentifiedOwnProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := parseCgroupPaths(string(b))
-	if len(hs) != 1 || !slices.Equal(who.Cgroups, want) || len(who.NSpid) == 0 {
-		t.Errorf("OpenIdentified: %d handles, %+v; want one, the cgroups %q and an NSpid", len(hs), who, want)
+	if init, known := who.Init(); len(hs) != 1 || !slices.Equal(who.Cgroups, want) || !known || init {
+		t.Errorf("OpenIdentified: %d handles, %+v; want one, the cgroups %q, and told no init of its PID namespace", len(hs), who, want)
 	}
 	if _, _, err := OpenIdentified(0, []Kind{PID}); err == nil {
 		t.Error("pid 0 accepted")
+	}
+}
+
+// The init of a PID namespace is told so by the kernel, through the
+// namespace opened (no status read); a process that is none is told not.
+func TestOpenIdentifiedInit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a PID namespace")
+	}
+	cmd := exec.Command("unshare", "--pid", "--kill-child", "sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("unshare unavailable: %v", err)
+	}
+	defer cmd.Process.Kill()
+	child := waitChild(t, cmd.Process.Pid)
+	t.Cleanup(func() { waitGone(t, child) })
+	for _, tc := range []struct {
+		pid  int
+		init bool
+	}{{child, true}, {cmd.Process.Pid, false}} {
+		hs, who, err := OpenIdentified(tc.pid, []Kind{PID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeAll(hs)
+		if init, known := who.Init(); !who.InitTold || who.NSpid != nil || !known || init != tc.init {
+			t.Errorf("pid %d: %+v, init %v known %v; want told by the kernel (no NSpid), init %v", tc.pid, who, init, known, tc.init)
+		}
+	}
+	hs, who, err := OpenIdentified(child, []Kind{IPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(hs)
+	if init, known := who.Init(); who.InitTold || !known || !init {
+		t.Errorf("no PID namespace opened: %+v, init %v known %v; want NSpid's word, init", who, init, known)
+	}
+}
+
+// readProc reads a file whole in one buffer, grown when the file is
+// larger (a cgroup file of many hierarchies), and a file that is not there
+// is a process gone.
+func TestReadProcWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big")
+	want := strings.Repeat("0123456789abcdef", 3*procReadSize/16) + "tail\n"
+	if err := os.WriteFile(path, []byte(want), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readProc(path)
+	if err != nil || got != want {
+		t.Errorf("readProc of %d bytes: %d bytes, %v; want them all", len(want), len(got), err)
+	}
+	if _, err := readProc(filepath.Join(path, "gone")); err == nil {
+		t.Error("readProc of a missing file: no error")
+	}
+	if _, err := readProc("/proc/self/nonexistent-entry"); !errors.Is(err, ErrExited) {
+		t.Errorf("readProc of a missing /proc entry: %v, want ErrExited", err)
 	}
 }
 

@@ -143,8 +143,8 @@ func (m *pluginMode) Create(pod *nriapi.PodSandbox, ctr *nriapi.Container) (*nri
 // answer is the plugin mode's targeted create, top to bottom, each resource
 // with one undo as in createTargeted: the target found by pid (or the
 // pid left to containerd), the preparation (closed; it opens the target's
-// namespaces through a pidfd and asks containerd again while the record is
-// written), the pins (released but for those kept), the intent record
+// namespaces through a pidfd at once, and asks containerd again in the
+// background when /proc cannot tell the pid is the target's), the pins (released but for those kept), the intent record
 // (removed once answered), then the proxy's own answer.
 func (m *pluginMode) answer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container, pid uint32) (_ *nriapi.ContainerAdjustment, retErr error) {
 	t := m.t

@@ -101,7 +101,7 @@ func (t *targeter) openConfirmed(ctx context.Context, id string, c found, kinds 
 		return hs, t.confirmation(ctx, id, c.pid), nil
 	}
 	if t.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
-		t.log.WithFields(logrus.Fields{"target": id, "pid": c.pid, "cgroups": who.Cgroups, "nspid": who.NSpid, "refused": verdict}).
+		t.log.WithFields(logrus.Fields{"target": id, "pid": c.pid, "cgroups": who.Cgroups, "nspid": who.NSpid, "init_told_by_kernel": who.InitTold, "refused": verdict}).
 			Debug(localConfirmedLog)
 	}
 	return hs, func() error { return verdict }, nil
