@@ -1174,6 +1174,18 @@ func nriRuntime(t testing.TB, opts ...adaptation.Option) (*adaptation.Adaptation
 // nriRuntimeOf is nriRuntime as containerd of that version runs it.
 func nriRuntimeOf(t testing.TB, version string, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
 	t.Helper()
+	a, socket := unstartedNRIRuntime(t, version, opts...)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	return a, socket
+}
+
+// unstartedNRIRuntime is nriRuntimeOf's runtime before its Start: nothing
+// listens on its socket yet.
+func unstartedNRIRuntime(t testing.TB, version string, opts ...adaptation.Option) (*adaptation.Adaptation, string) {
+	t.Helper()
 	quietNRI.Do(func() { nrilog.Set(quietLog{}) }) // a global: set once, before any runtime runs
 	dir, err := os.MkdirTemp("", "nri")            // short: a unix socket path
 	if err != nil {
@@ -1193,10 +1205,6 @@ func nriRuntimeOf(t testing.TB, version string, opts ...adaptation.Option) (*ada
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Stop)
 	return a, socket
 }
 

@@ -19,21 +19,27 @@ import (
 // waiting to lock for writing, and the inner block would wait for good. The
 // registration waits for the removal instead, then completes.
 func TestNRIRegistrationWaitsForPodRemoval(t *testing.T) {
-	a, socket := nriRuntime(t)
-	r := newRig(t, false)
+	a, socket := unstartedNRIRuntime(t, "v2.4.2")
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	p := nriplugin.New(socket, logrus.NewEntry(log), nil)
-	r.server.target.nri, r.server.target.removals = p, p
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	// the shim runs p from its start; nothing listens on the socket yet, so
+	// p tries again every second (nriplugin's retry)
+	r := buildRig(t, false, p)
 
 	var deadlocked bool
 	r.backend.onRemovePod = func() {
 		outer := a.BlockPluginSync()
-		go p.Run(ctx) // the shim connects to NRI now (containerd came back, say)
-		// time enough to register and ask for the lock, were it let
-		time.Sleep(300 * time.Millisecond)
+		// containerd's NRI comes up now (containerd came back, say), and
+		// the shim connects to it at its next try
+		if err := a.Start(); err != nil {
+			t.Error(err)
+			outer.Unblock()
+			return
+		}
+		t.Cleanup(a.Stop)
+		// time enough to connect, register and ask for the lock, were it let
+		time.Sleep(1500 * time.Millisecond)
 		inner := make(chan *adaptation.PluginSyncBlock)
 		go func() { inner <- a.BlockPluginSync() }()
 		select {
