@@ -212,12 +212,14 @@ kubernetes_sh  = KUBERNETES_VERSION=$(1) ./hack/kubernetes.sh$(if $(2), $(2))
 kubernetes     = $$($(call kubernetes_sh,$(1),$(2)))
 
 # What each backend's legs add to the environment and the arguments.
-# TestLoad's 64 clients run on the 2.4 leg; the older backends' legs run it
-# with 16 (each client's one lifecycle takes about a second per four
-# clients on 2 cores, so 64 cost about 60 s a leg and 16 about 15 s).
+# TestLoad's 64 clients run on the 2.4 and 2.0 legs; the 2.3 and 1.7 legs
+# run it with 16 (each client's one lifecycle takes about a second per four
+# clients on 2 cores, so 64 cost about 60 s a leg and 16 about 15 s). On
+# 2.0 with 16, once, one shim goroutine more than before was left 10 s
+# after the load (cause not found): 2.0 keeps 64 until it is.
 INTEGRATION_ENV_24 := NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec NSTARGET_REQUIRE_USERNS=1 NSTARGET_REQUIRE_NRI=1
 INTEGRATION_ENV_23 := NSTARGET_H2SPEC=off NSTARGET_REQUIRE_USERNS=1 NSTARGET_REQUIRE_NRI=1 NST_LOAD_SECONDS=10 NST_LOAD_CLIENTS=16
-INTEGRATION_ENV_20 := NSTARGET_H2SPEC=off NSTARGET_REQUIRE_USERNS=1 NSTARGET_EXPECT_VIA=update NST_LOAD_SECONDS=10 NST_LOAD_CLIENTS=16
+INTEGRATION_ENV_20 := NSTARGET_H2SPEC=off NSTARGET_REQUIRE_USERNS=1 NSTARGET_EXPECT_VIA=update NST_LOAD_SECONDS=10
 INTEGRATION_ENV_17 := NSTARGET_H2SPEC=off NST_LOAD_SECONDS=10 NST_LOAD_CLIENTS=16
 INTEGRATION_ENV_21 := NSTARGET_H2SPEC=$(CURDIR)/bin/h2spec
 INTEGRATION_ENV_16 := NSTARGET_H2SPEC=off
