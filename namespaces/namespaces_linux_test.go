@@ -75,16 +75,7 @@ func TestOpenIdentifiedOwnProcess(t *testing.T) {
 // The init of a PID namespace is told so by the kernel, through the
 // namespace opened (no status read); a process that is none is told not.
 func TestOpenIdentifiedInit(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a PID namespace")
-	}
-	cmd := exec.Command("unshare", "--pid", "--kill-child", "sleep", "600")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("unshare unavailable: %v", err)
-	}
-	defer cmd.Process.Kill()
-	child := waitChild(t, cmd.Process.Pid)
-	t.Cleanup(func() { waitGone(t, child) })
+	cmd, child := pidNamespaceInit(t, "needs root: creates a PID namespace")
 	for _, tc := range []struct {
 		pid  int
 		init bool
@@ -147,16 +138,7 @@ func TestOpenExitedProcess(t *testing.T) {
 // its own namespace, and checks the pin keeps naming that namespace, that
 // HasInit follows the init's life, and that Unpin leaves nothing mounted.
 func TestPinOutlivesProcess(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a PID namespace and bind-mounts it")
-	}
-	cmd := exec.Command("unshare", "--pid", "--kill-child", "sleep", "600")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("unshare unavailable: %v", err)
-	}
-	defer cmd.Process.Kill()
-	child := waitChild(t, cmd.Process.Pid)
-	t.Cleanup(func() { waitGone(t, child) })
+	cmd, child := pidNamespaceInit(t, "needs root: creates a PID namespace and bind-mounts it")
 	hs, err := Open(child, []Kind{PID})
 	if err != nil {
 		t.Fatal(err)
@@ -228,4 +210,28 @@ func waitGone(t *testing.T, pid int) {
 func mounted(path string) bool {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	return strings.Contains(string(b), " "+path+" ")
+}
+
+// pidNamespaceInit starts `sleep 600` as the init of a PID namespace of
+// its own (unshare's child), skipping t without root (why) or unshare; it
+// returns unshare's command and the init's pid. The init is killed and
+// waited for when t ends.
+func pidNamespaceInit(t *testing.T, why string) (*exec.Cmd, int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip(why)
+	}
+	cmd := exec.Command("unshare", "--pid", "--kill-child", "sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("unshare unavailable: %v", err)
+	}
+	child := 0
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if child != 0 {
+			waitGone(t, child)
+		}
+	})
+	child = waitChild(t, cmd.Process.Pid)
+	return cmd, child
 }
