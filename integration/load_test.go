@@ -158,7 +158,8 @@ func TestLoad(t *testing.T) {
 	t.Logf("connections to the shim's socket at most %d at once (the %d clients' own, and the test's)", peakConns, clients)
 	t.Logf("shim fds before/peak/after: %d/%d/%d; goroutines %d/-/%d; threads %d/%d/%d; RSS KiB %d/%d/%d",
 		before.fds, peak.fds, after.fds, goBefore, goAfter, before.threads, peak.threads, after.threads, before.rssKiB, peak.rssKiB, after.rssKiB)
-	if goAfter > goBefore {
+	leaked := goAfter > goBefore
+	if leaked {
 		t.Errorf("shim goroutines: %d before, %d after", goBefore, goAfter)
 	}
 	if errCount.Load() > 0 {
@@ -183,6 +184,10 @@ func TestLoad(t *testing.T) {
 	}
 	if m := mountsUnder(t, s.StateDir()); len(m) > 0 {
 		t.Errorf("pins left: %d", len(m))
+	}
+	if leaked {
+		// last: the dump ends the shim
+		t.Logf("the shim's goroutines (SIGQUIT):\n%s", s.Quit())
 	}
 }
 

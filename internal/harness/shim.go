@@ -299,6 +299,29 @@ func (s *Shim) Kill() {
 	s.release()
 }
 
+// Quit sends SIGQUIT by pid: the Go runtime writes every goroutine's
+// stack to the shim's log and exits. It returns what the log gained, the
+// dump, for a test that counted a goroutine too many. The shim is gone
+// after it (Close then has nothing to stop).
+func (s *Shim) Quit() string {
+	if s.cmd == nil {
+		return ""
+	}
+	var from int64
+	if fi, err := os.Stat(s.LogPath()); err == nil {
+		from = fi.Size()
+	}
+	s.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-s.exited:
+		s.release()
+	case <-time.After(15 * time.Second):
+		s.Kill()
+	}
+	b, _ := os.ReadFile(s.LogPath())
+	return string(b[min(from, int64(len(b))):])
+}
+
 func (s *Shim) release() {
 	s.log.Close()
 	s.cmd = nil
