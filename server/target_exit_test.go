@@ -290,3 +290,27 @@ func TestCatchUpNoWatchAfterForget(t *testing.T) {
 		})
 	}
 }
+
+// The record is what makes the Warning once: a second judgement of the
+// same exit (the event's and a catch-up's, each past its own watch) finds
+// the record marked and posts nothing more, and leaves the mark as it was.
+func TestTargetExitedToldOnce(t *testing.T) {
+	r, _, _, s := withChecks(t, newRig, false)
+	id := r.pidDebugger(t)
+	r.markChecked(t, id)
+	r.live = false
+	t0 := time.Now().Truncate(time.Microsecond)
+	target := taskExit{container: "app1", process: "app1", pid: 4, status: 3, at: t0}
+	debug := taskExit{container: id, process: id, pid: 5, status: 137, at: t0}
+	x := r.server.after.exits
+	x.judge(context.Background(), id, target, debug)
+	later := target
+	later.status, later.at = 4, t0.Add(time.Millisecond)
+	x.judge(context.Background(), id, later, debug)
+	if got := s.posted(); len(got) != 1 {
+		t.Errorf("posted %d events for one exit judged twice, want 1: %+v", len(got), got)
+	}
+	if te := r.record(t, id).TargetExited; te == nil || te.ExitCode != 3 {
+		t.Errorf("record's targetExited = %+v, want the first judgement's (exit code 3)", te)
+	}
+}
