@@ -44,7 +44,7 @@ func setHealth(hs *health.Server, st healthpb.HealthCheckResponse_ServingStatus)
 func (s *Server) CheckBackend(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, HealthTimeout)
 	defer cancel()
-	if _, err := s.target.cri.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+	if _, err := s.version.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
 		return fmt.Errorf("backend CRI Version: %w", err)
 	}
 	if s.plugin != nil {

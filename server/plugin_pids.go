@@ -20,8 +20,8 @@ import (
 // pid reused) is never pinned. What NRI told needs no round trip to
 // containerd while it waits for the answer.
 type procs struct {
-	cri   backendCRI // containerd's CRI: the pod's running containers
-	tasks taskLookup // containerd's word on their pids
+	cri   containerLister // containerd's CRI: the pod's running containers
+	tasks taskLookup      // containerd's word on their pids
 
 	// mu guards byID; a leaf, never held across a call to containerd.
 	mu   sync.Mutex
@@ -42,7 +42,7 @@ func procOf(c *nriapi.Container) proc {
 	return proc{sandbox: c.GetPodSandboxId(), name: c.GetName(), pid: c.GetPid(), cgroups: c.GetLinux().GetCgroupsPath()}
 }
 
-func newProcs(cri backendCRI, tasks taskLookup) *procs {
+func newProcs(cri containerLister, tasks taskLookup) *procs {
 	return &procs{cri: cri, tasks: tasks, byID: map[string]proc{}}
 }
 

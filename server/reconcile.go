@@ -43,7 +43,7 @@ type intentStore interface {
 // pins belong to creates in flight in this process (flights, pinning),
 // which it must leave alone.
 type reconciler struct {
-	cri     backendCRI
+	cri     reconcilerCRI
 	pins    pinStore
 	intents intentStore
 	log     *logrus.Entry
@@ -65,7 +65,7 @@ type reconciler struct {
 	looping atomic.Bool
 }
 
-func newReconciler(life context.Context, bg *goroutines, cri backendCRI, pins pinStore, records intentStore, log *logrus.Entry) *reconciler {
+func newReconciler(life context.Context, bg *goroutines, cri reconcilerCRI, pins pinStore, records intentStore, log *logrus.Entry) *reconciler {
 	return &reconciler{cri: cri, pins: pins, intents: records, log: log, life: life, bg: bg}
 }
 

@@ -46,7 +46,7 @@ const configRetry = 10 * time.Second
 // for a pod not yet known). Its state is guarded by mu; no call is made
 // holding it.
 type handlers struct {
-	cri    backendCRI
+	cri    handlersCRI
 	log    *logrus.Entry
 	auto   bool            // configured "auto"
 	listed map[string]bool // configured by name
@@ -64,7 +64,7 @@ type handlers struct {
 // newHandlers is the table for the configured list (comma-separated names,
 // HandlersAuto among them or not), with what verification saw before,
 // kept in file.
-func newHandlers(cri backendCRI, log *logrus.Entry, configured, file string) *handlers {
+func newHandlers(cri handlersCRI, log *logrus.Entry, configured, file string) *handlers {
 	h := &handlers{cri: cri, log: log, listed: map[string]bool{}, file: file, pods: map[string]string{}, seen: map[string]string{}}
 	for _, n := range strings.Split(configured, ",") {
 		switch n = strings.TrimSpace(n); n {

@@ -103,6 +103,7 @@ type Server struct {
 	grpc    *grpc.Server   // nil in the plugin mode
 	metrics Metrics        // nil: none
 	health  *health.Server // grpc.health.v1 on the CRI socket (health.go)
+	version versioner      // the backend's CRI Version, the health check's question
 	// life is the server's lifetime: it ends when Shutdown begins (stop),
 	// and with it the streams the proxy pipes, the reconciler's loop and
 	// the NRI connection, each of which is handed life.
@@ -271,7 +272,7 @@ func newServer(d deps) *Server {
 		hooks, hs = hooksOf(t), health.NewServer()
 		g = s.newGRPC(px.codec, hooks, hs, d.grpcOpts)
 	}
-	*s = Server{proxy: px, hooks: hooks, target: t, nri: d.nri, plugin: plugin, log: log, grpc: g, metrics: d.metrics, health: hs,
+	*s = Server{proxy: px, hooks: hooks, target: t, nri: d.nri, plugin: plugin, log: log, grpc: g, metrics: d.metrics, health: hs, version: d.cri,
 		life: life, stop: stop, bg: bg, after: after, events: d.events, nriOff: d.pinsOff}
 	return s
 }

@@ -137,7 +137,7 @@ func withHandlers(t *testing.T, configured string, h **handlers) func(*deps) {
 func (r *rig) handlersTable(t *testing.T, configured string) *handlers {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	return newHandlers(r.server.target.cri, logrus.NewEntry(log), configured, t.TempDir()+"/runtime-handlers.json")
+	return newHandlers(runtimeapi.NewRuntimeServiceClient(r.direct), logrus.NewEntry(log), configured, t.TempDir()+"/runtime-handlers.json")
 }
 
 // runPod makes pod sandbox name through the shim, with runtime handler.

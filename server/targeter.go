@@ -14,19 +14,41 @@ import (
 
 // What the targeting needs from outside, small so unit tests can fake it.
 type (
-	// backendCRI is the typed part of the backend's CRI the shim calls itself.
+	// backendCRI is the typed part of the backend's CRI the shim calls
+	// itself, all of it; each component is handed only the part it calls.
 	backendCRI interface {
-		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
-		ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
-		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+		targetCRI
+		reconcilerCRI
+		handlersCRI
 		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
-		// for the runtime handlers (runtime_handlers.go)
-		PodSandboxStatus(ctx context.Context, in *runtimeapi.PodSandboxStatusRequest, opts ...grpc.CallOption) (*runtimeapi.PodSandboxStatusResponse, error)
-		Status(ctx context.Context, in *runtimeapi.StatusRequest, opts ...grpc.CallOption) (*runtimeapi.StatusResponse, error)
-		// for what happens after the answers (afterAnswer, after_answer.go),
-		// which is handed these two only
+		// for what happens after the answers (afterAnswer, after_answer.go)
 		containerStatuses
 		containerStopper
+	}
+	containerLister interface {
+		ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+	}
+	// targetCRI is what the targeting asks of containerd's CRI: a target's
+	// container and its pod (target_prepare.go, container_start.go).
+	targetCRI interface {
+		containerLister
+		ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
+	}
+	// reconcilerCRI: the containers of a create that did not finish, and
+	// their removal (reconcile.go).
+	reconcilerCRI interface {
+		containerLister
+		RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+	}
+	// handlersCRI: the pods' runtime handlers (runtime_handlers.go).
+	handlersCRI interface {
+		ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
+		PodSandboxStatus(ctx context.Context, in *runtimeapi.PodSandboxStatusRequest, opts ...grpc.CallOption) (*runtimeapi.PodSandboxStatusResponse, error)
+		Status(ctx context.Context, in *runtimeapi.StatusRequest, opts ...grpc.CallOption) (*runtimeapi.StatusResponse, error)
+	}
+	// versioner: the health check's question (health.go).
+	versioner interface {
+		Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
 	}
 	taskLookup interface {
 		TaskPID(ctx context.Context, id string) (uint32, error)
@@ -71,7 +93,7 @@ type (
 // afterHooks). Every field is set by newTargeter, in one literal, from
 // one deps value, before the first call, and never changes after.
 type targeter struct {
-	cri   backendCRI
+	cri   targetCRI
 	tasks taskLookup
 	// records owns the containers' records: every read and write of one
 	// goes through it (records.go)
