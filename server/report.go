@@ -154,7 +154,7 @@ func targetingEvent(name, stage string, rec oci.Record) (Event, bool) {
 	if rec.Mode == ModePlugin {
 		b.WriteString(". cri-nstarget did not pin the namespace: containerd's own TARGET applies, which does not hold the pid it names for the container.")
 	} else {
-		fmt.Fprintf(&b, ". %s.", upper(strings.Join(seesPod(fell, target), ", and ")))
+		fmt.Fprintf(&b, ". %s.", upper(strings.Join(sees(fell, target, true), ", and ")))
 	}
 	return Event{Pod: *rec.Pod, Container: name, Warning: true, Reason: eventFallback, Message: b.String()}, true
 }
@@ -167,29 +167,25 @@ func nsList(kinds []string) string {
 	return strings.Join(kinds, " and ") + " namespaces"
 }
 
-// sees says what joining kinds of target's namespaces gives.
-func sees(kinds []string, target string) []string {
-	var out []string
-	for _, k := range kinds {
-		switch k {
-		case string(namespaces.PID):
-			out = append(out, "it sees "+target+"'s processes")
-		case string(namespaces.IPC):
-			out = append(out, "it shares "+target+"'s IPC")
-		}
-	}
-	return out
+// gives is what joining each kind of namespace gives: of the target
+// (%[1]s its name), and of the pod instead when it fell back.
+var gives = map[string]struct{ target, pod string }{
+	string(namespaces.PID): {"it sees %[1]s's processes", "it sees the pod's processes, not %[1]s's"},
+	string(namespaces.IPC): {"it shares %[1]s's IPC", "it shares the pod's IPC, not %[1]s's"},
 }
 
-// seesPod says what falling back to the pod's kinds gives instead.
-func seesPod(kinds []string, target string) []string {
+// sees says what joining kinds of target's namespaces gives, or, with
+// pod, what falling back to the pod's gives instead.
+func sees(kinds []string, target string, pod bool) []string {
 	var out []string
 	for _, k := range kinds {
-		switch k {
-		case string(namespaces.PID):
-			out = append(out, "it sees the pod's processes, not "+target+"'s")
-		case string(namespaces.IPC):
-			out = append(out, "it shares the pod's IPC, not "+target+"'s")
+		g, ok := gives[k]
+		switch {
+		case !ok:
+		case pod:
+			out = append(out, fmt.Sprintf(g.pod, target))
+		default:
+			out = append(out, fmt.Sprintf(g.target, target))
 		}
 	}
 	return out
@@ -358,7 +354,7 @@ func verifiedEvent(c checked) (Event, bool) {
 			pl = "them"
 		}
 		fmt.Fprintf(&b, "Container %s joined the %s of %s, verified after it started: its init process is in %s (`readlink /proc/self/ns/%s` prints %s inside it), pinned by cri-nstarget; %s.",
-			c.name, nsList(joined), ref, seen(joined), strings.Join(joined, "` and `/proc/self/ns/"), pl, strings.Join(sees(joined, target), ", and "))
+			c.name, nsList(joined), ref, seen(joined), strings.Join(joined, "` and `/proc/self/ns/"), pl, strings.Join(sees(joined, target, false), ", and "))
 	}
 	e.Message = b.String()
 	return e, true
