@@ -138,9 +138,36 @@ func (r *run) waitPlugin(t *testing.T, timeout time.Duration) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the plugin's process: %s", r.sh(t, time.Minute, fmt.Sprintf(
-		`echo "AppArmor $(cat /sys/module/apparmor/parameters/enabled 2>/dev/null || echo absent), profile $(cat /proc/%d/attr/current 2>&1) (the pods' sleep processes: $(for p in $(pgrep -x sleep); do cat /proc/$p/attr/current; done | sort -u | tr '\n' ' ')), $(grep -E '^(CapEff|Seccomp):' /proc/%d/status | tr '\t\n' '  ')"`, pid, pid)))
+	r.checkAppArmor(t, pid)
 	return pid
+}
+
+// confined is what /proc/<pid>/attr/current reads for a process under
+// containerd's default AppArmor profile, enforced.
+const confined = "cri-containerd.apparmor.d (enforce)"
+
+// checkAppArmor asserts that the node confines its containers with
+// AppArmor, as a real Debian or Ubuntu node does (pod app's process runs
+// under containerd's default profile), and that the plugin's process runs
+// unconfined (daemonset.yaml's appArmorProfile): that profile denies
+// mount(2), and each pin is one. A node without AppArmor fails here, so the
+// proof does not vanish with it from the image (hack/node/image.sh).
+func (r *run) checkAppArmor(t *testing.T, pluginPID int) {
+	t.Helper()
+	node := r.sh(t, time.Minute, `echo "enabled $(cat /sys/module/apparmor/parameters/enabled 2>/dev/null || echo absent),`+
+		` parser $(test -x /sbin/apparmor_parser && echo present || echo absent)"`)
+	app := r.sh(t, time.Minute, fmt.Sprintf("cat /proc/%d/attr/current", r.inspect(t, r.app.id).Info.Pid))
+	if app != confined {
+		t.Fatalf("AppArmor on the node: %s; pod app's process has profile %q, want %q: the node confines no container, "+
+			"so the plugin's appArmorProfile proves nothing here (hack/node/image.sh installs apparmor)", node, app, confined)
+	}
+	plugin := r.sh(t, time.Minute, fmt.Sprintf("cat /proc/%d/attr/current", pluginPID))
+	if plugin != "unconfined" {
+		t.Errorf("the plugin's process has AppArmor profile %q, want unconfined (daemonset.yaml's appArmorProfile): "+
+			"containerd's default profile denies the pins' mount(2)", plugin)
+	}
+	t.Logf("AppArmor (%s): pod app's process %s, the plugin's %s, %s", node, app, plugin, r.sh(t, time.Minute,
+		fmt.Sprintf(`grep -E '^(CapEff|Seccomp):' /proc/%d/status | tr '\t\n' '  '`, pluginPID)))
 }
 
 // pluginPin matches a pin of the plugin's for container id: in its state

@@ -21,7 +21,10 @@
 # host's apt uses (read from its sources at run time; NODE_MIRROR overrides,
 # and the mirror is written nowhere but into the image), with systemd as
 # init, udev, dbus, the kernel (linux-image-amd64), and what a node needs:
-# iptables, iproute2, kmod, procps, util-linux, ca-certificates; and what a
+# iptables, iproute2, kmod, procps, util-linux, ca-certificates, apparmor
+# (its parser and apparmor.service, as on a real Debian or Ubuntu node:
+# with them containerd confines each container to cri-containerd.apparmor.d,
+# which the plugin mode's DaemonSet must opt out of); and what a
 # baker installs from Debian for a container node: containerd (1.6.20, enabled
 # by its package with its default config), runc and containernetworking-plugins
 # (/usr/lib/cni). The test writes containerd's configuration (the systemd
@@ -128,7 +131,7 @@ url=${NODE_MIRROR:-$(mirror)}
 
 # Stage one downloads and unpacks; the initrd's configuration goes in before
 # stage two installs the kernel, so its first initrd is already the small one.
-include=systemd,systemd-sysv,udev,dbus,linux-image-amd64,initramfs-tools,kmod,iptables,iproute2,procps,util-linux,ca-certificates
+include=systemd,systemd-sysv,udev,dbus,linux-image-amd64,initramfs-tools,kmod,iptables,iproute2,procps,util-linux,ca-certificates,apparmor
 include+=,containerd,runc,containernetworking-plugins
 mkdir -p "$root"
 log="$tmp/debootstrap.log"
