@@ -73,6 +73,40 @@ func TestPluginModeHealthPinsUnreachable(t *testing.T) {
 	}
 }
 
+// In the plugin mode, a pin that cannot be made (mount(2) refused, as
+// containerd's default AppArmor profile refuses it) keeps it from
+// connecting to containerd's NRI, found by its trial pin at the start: it
+// answers nothing, rather than a fallback for every create, and /healthz
+// says why.
+func TestPluginModeHealthCannotPin(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		hold error
+		want string // in CheckBackend's error; "": healthy
+	}{
+		{desc: "mount refused", hold: errors.New("pin pid namespace: bind-mount onto /run/p/pins/x/pid: permission denied"),
+			want: "not connected to containerd's NRI: a trial pin, of the plugin's own PID namespace, failed"},
+		{desc: "pinned"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, socket := nriRuntimeOf(t, "v2.4.2")
+			log := logrus.New()
+			log.SetLevel(logrus.PanicLevel)
+			p := nriplugin.New(socket, logrus.NewEntry(log), nil)
+			r := buildRigEdit(t, false, p, true, func(d *deps) { d.pins.(*fakePins).holdErr = tc.hold })
+			<-p.Tried()
+			var err error
+			waitFor(t, "the plugin's health to settle", func() bool {
+				err = r.server.CheckBackend(context.Background())
+				return (err == nil) == (tc.want == "")
+			})
+			if tc.want != "" && (!strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "permission denied")) {
+				t.Errorf("CheckBackend = %v, want it to say %q, and the mount's error", err, tc.want)
+			}
+		})
+	}
+}
+
 // pluginPins names the plugin's pins through its own root, which reaches
 // them: this process's pid, as the runtime on the host opens them.
 func TestPluginPins(t *testing.T) {

@@ -91,6 +91,34 @@ func (m *pluginMode) releaseEarlier() {
 	}
 }
 
+// trialID is the name of the pin the plugin makes at its start (canPin).
+// It is no container's (containerd's ids are 64 hex digits), so no create
+// or record names it; one that a killed process left is released with
+// every earlier pin (releaseEarlier).
+const trialID = "cri-nstarget-trial"
+
+// canPin makes one pin as each TARGET create makes its own, of the
+// plugin's own PID namespace, and releases it. A plugin that cannot pin
+// (mount(2) refused: containerd's default AppArmor profile denies it
+// whatever the capabilities, and without CAP_SYS_ADMIN the kernel does)
+// so finds out at its start, and does nothing, not Ready and saying why,
+// rather than answering every create with a fallback.
+func (m *pluginMode) canPin() error {
+	hs, err := namespaces.Open(m.self, []namespaces.Kind{namespaces.PID})
+	if err != nil {
+		return fmt.Errorf("a trial pin: %w", err)
+	}
+	err = m.t.pins.Hold(trialID, hs)
+	for _, h := range hs {
+		h.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("a trial pin, of the plugin's own PID namespace, failed, so no target could be pinned "+
+			"(the pod needs CAP_SYS_ADMIN, and appArmorProfile Unconfined where AppArmor is on: containerd's default profile denies mount(2); deploy/plugin's pod has both): %w", err)
+	}
+	return m.t.pins.Release(trialID)
+}
+
 // targetPIDPath is the path containerd 2.2+ writes for a TARGET container's
 // PID namespace: its target's init process's.
 var targetPIDPath = regexp.MustCompile(`^/proc/([1-9][0-9]*)/ns/pid$`)

@@ -281,7 +281,7 @@ func newServer(d deps) *Server {
 // before it has returned:
 //
 //  1. in the plugin mode, the release of the pins an earlier process of the
-//     plugin left (releaseEarlier);
+//     plugin left (releaseEarlier), then a trial pin (canPin);
 //  2. the start-up reconcile (Reconcile: the pods' runtime handlers, what
 //     unfinished creates left, stale pins), bounded by ctx; when it fails
 //     the reconciler's loop retries it in the background;
@@ -291,7 +291,7 @@ func newServer(d deps) *Server {
 //     queue: so the catch-up never runs before the start-up reconcile;
 //  5. the NRI connection (when the server uses NRI), which keeps
 //     reconnecting until Shutdown; or NRI turned off when the plugin mode's
-//     pins cannot be named to the runtime.
+//     pins cannot be named to the runtime, or its trial pin failed.
 //
 // It returns the start-up reconcile's error, nil when it succeeded. Serve
 // may be called before Run, but the calls it serves then take the Update
@@ -301,8 +301,12 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return errors.New("server: Run called twice")
 	}
+	off := s.nriOff
 	if s.plugin != nil {
 		s.plugin.releaseEarlier()
+		if off == nil {
+			off = s.plugin.canPin()
+		}
 	}
 	err := s.Reconcile(ctx)
 	s.bg.start(s.after.run)
@@ -310,9 +314,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.bg.start(func() { s.events.run(s.life, s.after) })
 	}
 	switch {
-	case s.nri != nil && s.nriOff != nil:
-		s.log.WithError(s.nriOff).Error("the plugin mode's pins could not be named to the runtime: not connecting to containerd's NRI")
-		s.nri.Off(s.nriOff.Error())
+	case s.nri != nil && off != nil:
+		s.log.WithError(off).Error("the plugin mode cannot pin, or cannot name its pins to the runtime: not connecting to containerd's NRI")
+		s.nri.Off(off.Error())
 	case s.nri != nil:
 		if s.plugin != nil {
 			s.nri.Watch(s.plugin)

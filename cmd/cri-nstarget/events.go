@@ -47,8 +47,9 @@ const reasonPluginUnsupported = "PluginUnsupported"
 
 // pluginUnsupported is the Event on the node when the plugin mode, having
 // tried containerd's NRI once, found it unusable (via is not NRI's), and
-// why: NRI off, a containerd older than 2.2, or (pluginRefused) a
-// containerd seen refusing its namespace adjustments. The plugin then does
+// why: NRI off, a containerd older than 2.2, a pin it cannot make (its
+// trial pin at the start, or its pins' names unreachable), or
+// (pluginRefused) a containerd seen refusing its namespace adjustments. The plugin then does
 // nothing but try again (retries, and its readiness, say the rest).
 func pluginUnsupported(via, why string) (events.Event, bool) {
 	if via == server.ViaNRI {
@@ -56,7 +57,7 @@ func pluginUnsupported(via, why string) (events.Event, bool) {
 	}
 	return events.Event{Node: true, Warning: true, Reason: reasonPluginUnsupported,
 		Message: "cri-nstarget (mode plugin) does nothing on this node: " + why +
-			"; containerd makes debug containers as it would without it (TARGET unpinned). It needs containerd 2.2 or later, with NRI on and namespace adjustments allowed (no reject_namespace_adjustment in NRI's default_validator)."}, true
+			"; containerd makes debug containers as it would without it (TARGET unpinned). It needs containerd 2.2 or later, with NRI on and namespace adjustments allowed (no reject_namespace_adjustment in NRI's default_validator), and a pod that may mount its pins (deploy/plugin's)."}, true
 }
 
 // pluginRefused is server.Options.Refused: the plugin mode, connected, saw

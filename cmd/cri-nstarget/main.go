@@ -174,7 +174,7 @@ func serveCRI(ctx context.Context, cfg conf.Config, srv *server.Server, log *log
 func runPlugin(ctx context.Context, cfg conf.Config, srv *server.Server, ev *podEvents, log *logrus.Entry) error {
 	via, why := prepareToServe(ctx, srv, log)
 	if e, ok := pluginUnsupported(via, why); ok {
-		log.WithField("why", why).Warn("containerd's NRI is not usable: the plugin does nothing until it is (not ready on /healthz)")
+		log.WithField("why", why).Warn("the plugin cannot work on this node: not ready on /healthz, it does nothing (it tries containerd's NRI again, unless it cannot pin)")
 		ev.postNode(e)
 	}
 	log.WithFields(logrus.Fields{"nri": cfg.NRISocket, "containerd": cfg.ContainerdAddress, "strict": cfg.StrictTargeting,

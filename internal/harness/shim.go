@@ -106,6 +106,9 @@ type Shim struct {
 	// health is the plugin mode's /healthz (its --metrics-address), by
 	// which StartPlugin knows it connected, whatever its log level.
 	health string
+	// unready: the plugin mode expected not to become ready (its /healthz
+	// answering at all is enough to start it: StartPluginUnready).
+	unready bool
 	// Wrap, if set, is the command that runs Binary and Args (its program
 	// and arguments before them: unshare's, say), and execs it: the pid is
 	// the shim's.
@@ -182,11 +185,21 @@ func StartPlugin(ctx context.Context, binary, dir string, c *Containerd, extra .
 // unshare --mount --propagation private, for one in a mount namespace of
 // its own, as in its pod.
 func StartPluginWrapped(ctx context.Context, wrap []string, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
+	return startPlugin(ctx, false, wrap, binary, dir, c, extra...)
+}
+
+// StartPluginUnready is StartPluginWrapped for a plugin expected never to
+// be ready: it is started once its /healthz answers, whatever it says.
+func StartPluginUnready(ctx context.Context, wrap []string, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
+	return startPlugin(ctx, true, wrap, binary, dir, c, extra...)
+}
+
+func startPlugin(ctx context.Context, unready bool, wrap []string, binary, dir string, c *Containerd, extra ...string) (*Shim, error) {
 	addr, err := freeAddress()
 	if err != nil {
 		return nil, err
 	}
-	s := &Shim{Binary: binary, Dir: dir, Plugin: true, Wrap: wrap, health: "http://" + addr + "/healthz"}
+	s := &Shim{Binary: binary, Dir: dir, Plugin: true, unready: unready, Wrap: wrap, health: "http://" + addr + "/healthz"}
 	s.Args = append(append([]string{"--config=", "--events-kubeconfig=", "--mode", "plugin"}, s.backendArgs(c)...), withMetricsAddress(extra, addr)...)
 	if err := s.Start(ctx); err != nil {
 		return nil, err
@@ -220,7 +233,7 @@ func (s *Shim) Syncs() int {
 // its log level; containerd's creates then wait for its synchronization).
 func (s *Shim) ready(ctx context.Context) error {
 	if s.Plugin {
-		return healthy(ctx, s.health)
+		return healthy(ctx, s.health, s.unready)
 	}
 	vctx, vcancel := context.WithTimeout(ctx, time.Second)
 	defer vcancel()
@@ -373,8 +386,8 @@ func freeAddress() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// healthy is nil once url answers 200.
-func healthy(ctx context.Context, url string) error {
+// healthy is nil once url answers 200 (anyStatus: answers at all).
+func healthy(ctx context.Context, url string, anyStatus bool) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -386,7 +399,7 @@ func healthy(ctx context.Context, url string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && !anyStatus {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("%s: %s %s", url, resp.Status, b)
 	}
