@@ -239,10 +239,11 @@ func TestContainerdAPIUnreachable(t *testing.T) {
 			case !shimsUseNRI() && ok:
 				t.Error("Update path: an annotation was written although the containerd API is unreachable")
 			}
-			log, _ := os.ReadFile(s.LogPath())
-			if !strings.Contains(string(log), "targeting fell back") || !strings.Contains(string(log), "reason_kind=containerd_unavailable") {
-				t.Errorf("shim log lacks the fallback warning with reason_kind=containerd_unavailable:\n%s", log)
-			}
+			// written once the create's answer has gone back (the side queue)
+			eventually(t, "the fallback warning with reason_kind=containerd_unavailable in the shim's log", func() bool {
+				log, _ := os.ReadFile(s.LogPath())
+				return strings.Contains(string(log), "targeting fell back") && strings.Contains(string(log), "reason_kind=containerd_unavailable")
+			})
 		})
 	}
 }

@@ -159,7 +159,7 @@ func (r *Recorder) Event(result, reason string) {
 
 // SideChannels are the side queue's channels (server's), each counted from
 // the start.
-var SideChannels = []string{"verify", "exit", "scan"}
+var SideChannels = []string{"verify", "exit", "scan", "log"}
 
 // Dropped counts one check dropped from the side queue's channel.
 func (r *Recorder) Dropped(channel string) {

@@ -19,6 +19,10 @@ type reporter struct {
 	log     *logrus.Entry
 	metrics Metrics   // nil: none
 	events  EventSink // nil: none
+	// later writes a create's outcome lines once its answer has gone back
+	// (the side queue's logLater); nil: at once (what runs after an answer
+	// already, and tests).
+	later func(write func())
 }
 
 // EventSink takes the Events the shim has for pods. Post never blocks
@@ -40,21 +44,42 @@ type Event struct {
 
 // outcome reports what targeting decided (d) for container id, whose spec
 // was written via: one log line per targeted namespace and one warning per
-// fallback, each naming both containers, the targeting metric, and the
-// Event on the pod.
+// fallback, each naming both containers and stamped now, written after the
+// answer (later); the targeting metric, and the Event on the pod.
 func (r reporter) outcome(id, via string, d decision) {
-	log := r.log.WithFields(logrus.Fields{"container": id, "name": d.name, "target": d.rec.Target, "via": via})
+	log := r.log.WithFields(logrus.Fields{"container": id, "name": d.name, "target": d.rec.Target, "via": via}).WithTime(time.Now())
+	var lines []func()
 	for _, f := range d.fails {
 		r.targeting(f.kind, "create", oci.Fallback, f.why)
-		log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason, "reason_kind": f.why}).Warn("targeting fell back to the pod's namespace")
+		e := log.WithFields(logrus.Fields{"namespace": f.kind, "reason": f.reason, "reason_kind": f.why})
+		lines = append(lines, func() { e.Warn("targeting fell back to the pod's namespace") })
 	}
 	for kind, ns := range d.rec.Namespaces {
 		if ns.Result == oci.Targeted {
 			r.targeting(kind, "create", oci.Targeted, reasonNone)
-			log.WithFields(logrus.Fields{"namespace": kind, "inode": ns.Inode, "pin": ns.Path}).Info("container joins the target's namespace")
+			e := log.WithFields(logrus.Fields{"namespace": kind, "inode": ns.Inode, "pin": ns.Path})
+			lines = append(lines, func() { e.Info("container joins the target's namespace") })
 		}
 	}
+	r.write(lines)
 	r.event(d.name, "create", d.rec)
+}
+
+// write writes lines, in order: later, or at once without a later.
+func (r reporter) write(lines []func()) {
+	if len(lines) == 0 {
+		return
+	}
+	all := func() {
+		for _, l := range lines {
+			l()
+		}
+	}
+	if r.later == nil {
+		all()
+		return
+	}
+	r.later(all)
 }
 
 // refused reports strict mode's refusal, if err is one: each fallback it

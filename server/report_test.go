@@ -1,17 +1,21 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	nriapi "github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-nstarget/cri-nstarget/events"
 	"github.com/cri-nstarget/cri-nstarget/namespaces"
+	"github.com/cri-nstarget/cri-nstarget/nriplugin"
 	"github.com/cri-nstarget/cri-nstarget/oci"
 )
 
@@ -340,4 +344,69 @@ func TestTargetingMetricsAtStart(t *testing.T) {
 			t.Errorf("strict=%v live=%v err=%v: targeting = %q, want %q", tc.strict, tc.live, tc.err, got, tc.want)
 		}
 	}
+}
+
+// A targeted create's outcome line is written once its answer has gone
+// back, on the side queue (a check holding it up holds the line, never the
+// create), stamped when the create was decided, in every mode: the
+// proxy's two paths and the plugin's answer to containerd's event.
+func TestOutcomeLoggedAfterTheAnswer(t *testing.T) {
+	type creator func(t *testing.T, r *rig)
+	check := func(t *testing.T, r *rig, hook *test.Hook, create creator) {
+		hold, running := make(chan struct{}), make(chan struct{})
+		defer close(hold)
+		r.server.after.side.submit(chanVerify, func(context.Context) {
+			close(running)
+			<-hold
+		})
+		<-running
+		create(t, r)
+		answered := time.Now()
+		if e := joinsLine(hook); e != nil {
+			t.Fatalf("the outcome line was written before the create's answer went back, while the side queue was held: %v", e.Data)
+		}
+		hold <- struct{}{}
+		waitFor(t, "the outcome line", func() bool { return joinsLine(hook) != nil })
+		if e := joinsLine(hook); e.Time.After(answered) || e.Data["namespace"] != "pid" || e.Data["target"] == "" {
+			t.Errorf("outcome line %v at %v, want the pid namespace's, with its target, stamped before the answer (%v)", e.Data, e.Time, answered)
+		}
+	}
+	logged := func() (*logrus.Entry, *test.Hook) {
+		log, hook := test.NewNullLogger()
+		return logrus.NewEntry(log), hook
+	}
+	eachPath(t, func(t *testing.T, newRig rigMaker) {
+		log, hook := logged()
+		r := newRig(t, false, func(d *deps) { d.log = log })
+		r.addTarget("app1", "sb1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		check(t, r, hook, func(t *testing.T, r *rig) {
+			if _, err := r.create(t, createReq("sb1", pidTarget("app1"))); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	t.Run("plugin", func(t *testing.T) {
+		log, hook := logged()
+		pl := logrus.New()
+		pl.SetLevel(logrus.PanicLevel)
+		r := buildRigEdit(t, false, nriplugin.New("/nonexistent/nri.sock", logrus.NewEntry(pl), nil), true, func(d *deps) { d.log = log })
+		r.addTarget("app", "sb", runtimeapi.ContainerState_CONTAINER_RUNNING)
+		m := r.server.plugin
+		m.Synchronized([]*nriapi.PodSandbox{nriPod}, []*nriapi.Container{running("app", "sb", 4242)})
+		check(t, r, hook, func(t *testing.T, r *rig) {
+			if adj, err := m.Create(nriPod, debugCtr("/proc/4242/ns/pid")); err != nil || pidPath(adj) == "(none)" {
+				t.Fatalf("plugin's answer %v, %v; want the pin", adj, err)
+			}
+		})
+	})
+}
+
+// joinsLine is the first "container joins the target's namespace" entry.
+func joinsLine(hook *test.Hook) *logrus.Entry {
+	for _, e := range hook.AllEntries() {
+		if e.Message == "container joins the target's namespace" {
+			return e
+		}
+	}
+	return nil
 }

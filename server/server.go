@@ -258,6 +258,7 @@ func newServer(d deps) *Server {
 	report := reporter{log: log, metrics: d.metrics, events: d.sink}
 	after := newAfterAnswer(afterDeps{life: life, dropped: dropped, records: records, pins: d.pins, cri: d.cri, states: d.states, subscribed: subscribedOf(d.events),
 		handlers: d.handlers, of: d.kernel.of, hasInit: d.kernel.hasInit, host: d.host, report: report, strict: d.strict, log: log})
+	report.later = after.side.logLater // the creates' outcome lines, once answered; after's own jobs write theirs at once
 	t := newTargeter(d, life, bg, records, report, after, log)
 	s := new(Server)
 	var plugin *pluginMode

@@ -18,6 +18,9 @@ const (
 	// chanScan: after each subscription to containerd's events, what was
 	// missed while not subscribed (exits, checks).
 	chanScan = "scan"
+	// chanLog: a create's outcome lines (reporter.outcome), written once
+	// its answer has gone back.
+	chanLog = "log"
 )
 
 // sideQueueSize bounds the jobs waiting. A burst larger than this (a node
@@ -43,9 +46,10 @@ type sideQueue struct {
 	dropped func(channel string) // nil: not counted
 	log     *logrus.Entry
 
-	// mu guards lastLog; a leaf.
+	// mu guards lastLog and stopped; a leaf.
 	mu      sync.Mutex
 	lastLog map[string]time.Time // when a drop on each channel was last logged
+	stopped bool                 // run has ended: log lines are written by their caller (logLater)
 }
 
 type sideJob struct {
@@ -60,11 +64,13 @@ func newSideQueue(life context.Context, log *logrus.Entry, dropped func(string))
 	return &sideQueue{jobs: make(chan sideJob, sideQueueSize), life: life, dropped: dropped, log: log, lastLog: map[string]time.Time{}}
 }
 
-// run runs the jobs until the server's life ends.
+// run runs the jobs until the server's life ends, then writes the log
+// lines still queued (drain).
 func (q *sideQueue) run() {
 	for {
 		select {
 		case <-q.life.Done():
+			q.drain()
 			return
 		case j := <-q.jobs:
 			ctx, cancel := context.WithTimeout(q.life, sideJobTimeout)
@@ -90,6 +96,48 @@ func (q *sideQueue) submit(channel string, run func(ctx context.Context)) bool {
 	}
 }
 
+// logLater queues write, a log line's, on chanLog; it never blocks. A
+// line that does not fit is dropped and counted. Once run has ended (the
+// server is stopping: no answer waits on it), it is written at once, so
+// that no line is lost without a count at a shutdown.
+func (q *sideQueue) logLater(write func()) {
+	q.mu.Lock()
+	stopped := q.stopped
+	if !stopped {
+		select {
+		case q.jobs <- sideJob{channel: chanLog, run: func(context.Context) { write() }}:
+			q.mu.Unlock()
+			return
+		default:
+		}
+	}
+	q.mu.Unlock()
+	if stopped {
+		write()
+		return
+	}
+	q.drop(chanLog)
+}
+
+// drain, once the server's life has ended, writes the log lines still
+// queued and drops the other jobs (checks need the life that ended); from
+// then on logLater writes its lines at once.
+func (q *sideQueue) drain() {
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	for {
+		select {
+		case j := <-q.jobs:
+			if j.channel == chanLog {
+				j.run(q.life)
+			}
+		default:
+			return
+		}
+	}
+}
+
 // later submits run after d (at most a few seconds: a timer, no
 // goroutine until then); once the server is stopping, it is not submitted.
 func (q *sideQueue) later(d time.Duration, channel string, run func(ctx context.Context)) {
@@ -107,6 +155,6 @@ func (q *sideQueue) drop(channel string) {
 	}
 	q.mu.Unlock()
 	if due {
-		q.log.WithField("channel", channel).Warn("the side queue is full: a check after an answer was dropped (cri_nstarget_dropped_total counts them; logged once a minute)")
+		q.log.WithField("channel", channel).Warn("the side queue is full: a check or a log line after an answer was dropped (cri_nstarget_dropped_total counts them; logged once a minute)")
 	}
 }
