@@ -63,8 +63,8 @@ type Plugin struct {
 	// validator, by configuration): NRI stays unused until reconnected.
 	refused bool
 	// pending, in the plugin mode, are the containers whose create the
-	// watcher answered with a namespace adjustment, until containerd made
-	// them (PostCreateContainer) or removed them; reset at each connection.
+	// watcher answered with a namespace adjustment, until containerd
+	// started, stopped or removed them; reset at each connection.
 	pending map[string]bool
 	// tried is closed once the first connection attempt has an outcome.
 	tried     chan struct{}

@@ -88,6 +88,19 @@ func (c containerdAPI) TaskState(ctx context.Context, id string) (taskState, err
 	return st, nil
 }
 
+// Exists tells whether containerd's metadata has container id (of any
+// kind): false for containerd's NotFound, its error for any other.
+func (c containerdAPI) Exists(ctx context.Context, id string) (bool, error) {
+	_, err := c.containers.Get(c.withNamespace(ctx), &containers.GetContainerRequest{ID: id})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("containerd container %q: %w", id, err)
+	}
+	return true, nil
+}
+
 // errNotCRIContainer: containerd has no CRI container (kind "container")
 // with that id: none at all, a pod sandbox's, or one made outside the CRI.
 var errNotCRIContainer = errors.New("no such CRI container")

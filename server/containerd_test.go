@@ -36,6 +36,34 @@ func TestTaskPID(t *testing.T) {
 	}
 }
 
+// Exists is containerd's metadata asked whether a container is there (the
+// plugin mode tells so an undone create from a stop): its NotFound is no
+// container; any other error is no answer, not taken for either.
+func TestExists(t *testing.T) {
+	f, api := newFakeContainerd(t)
+	f.ctrs["app"] = &containers.Container{ID: "app"}
+	ctx := context.Background()
+	if ok, err := api.Exists(ctx, "app"); !ok || err != nil {
+		t.Errorf("a container containerd has: %v, %v", ok, err)
+	}
+	if ok, err := api.Exists(ctx, "gone"); ok || err != nil {
+		t.Errorf("a container containerd does not have: %v, %v; want false, no error", ok, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := api.Exists(cancelled, "app"); err == nil {
+		t.Error("no answer from containerd: no error")
+	}
+	if _, err := (&pluginMode{}).Exists(ctx, "app"); err == nil {
+		t.Error("the plugin mode without containerd's API: no error")
+	}
+	for _, ns := range f.ns {
+		if ns != "k8s.io" {
+			t.Errorf("called in containerd namespace %q", ns)
+		}
+	}
+}
+
 // The target's pod sandbox comes from containerd's metadata, whatever other
 // labels the container carries: one that is not UTF-8 does not stop it; its
 // task's pid, or why there is none, comes with it.

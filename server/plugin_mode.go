@@ -56,6 +56,15 @@ type pluginMode struct {
 	// self is its pid, through whose root its own are named (pluginPins).
 	names pinNames
 	self  int
+	// metadata is containerd's own (its containers API), asked whether a
+	// container is there (Exists); nil: never asked, no answer.
+	metadata containerMetadata
+}
+
+// containerMetadata is containerd's metadata as the plugin mode asks it
+// (containerdAPI).
+type containerMetadata interface {
+	Exists(ctx context.Context, id string) (bool, error)
 }
 
 // pinNames is how the plugin mode tells, in a container's spec, the name
@@ -278,6 +287,15 @@ func (m *pluginMode) Refused(undone error) {
 	if m.refused != nil {
 		m.refused(undone.Error())
 	}
+}
+
+// Exists tells whether containerd's metadata has container id (the NRI
+// plugin tells so an undone create from an ordinary stop).
+func (m *pluginMode) Exists(ctx context.Context, id string) (bool, error) {
+	if m.metadata == nil {
+		return false, errors.New("no containerd API to ask")
+	}
+	return m.metadata.Exists(ctx, id)
 }
 
 // Started is containerd's PostStartContainer: the container's pid is known

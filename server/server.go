@@ -139,6 +139,7 @@ func New(opts Options) *Server {
 		tasks:    api,
 		specs:    api,
 		lookup:   api,
+		metadata: api,
 		states:   api,
 		events:   newTaskEvents(opts.Containerd, opts.ContainerdNamespace, log),
 		host:     ownPIDNamespace(log),
@@ -170,10 +171,11 @@ type deps struct {
 	cri      backendCRI       // the same, typed, for the shim's own calls
 	tasks    taskLookup
 	specs    specEditor
-	lookup   criContainers // nil: targets are resolved through the CRI only
-	states   taskStates    // containerd's word on tasks, for the check after a start; nil: no check
-	events   *taskEvents   // containerd's task events; nil: no event reader
-	host     namespaces.ID // the shim's own PID namespace: the host's (the check after a start)
+	lookup   criContainers     // nil: targets are resolved through the CRI only
+	metadata containerMetadata // the plugin mode: containerd's metadata (Exists); nil: none
+	states   taskStates        // containerd's word on tasks, for the check after a start; nil: no check
+	events   *taskEvents       // containerd's task events; nil: no event reader
+	host     namespaces.ID     // the shim's own PID namespace: the host's (the check after a start)
 	pins     pinStore
 	intents  intentStore
 	handlers *handlers // nil: every runtime handler is taken to join
@@ -267,7 +269,7 @@ func newServer(d deps) *Server {
 	var px proxy
 	var hooks map[string]hook
 	if d.plugin {
-		plugin = &pluginMode{t: t, refused: d.refused, procs: newProcs(d.cri, d.tasks), life: life, names: d.names, self: os.Getpid()}
+		plugin = &pluginMode{t: t, refused: d.refused, procs: newProcs(d.cri, d.tasks), life: life, names: d.names, self: os.Getpid(), metadata: d.metadata}
 	} else {
 		px = proxy{backend: d.backend, codec: newRawCodec(), stopping: life}
 		hooks, hs = hooksOf(t), health.NewServer()

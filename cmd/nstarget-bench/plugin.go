@@ -32,7 +32,8 @@ import (
 // first alternating. First a control phase with the plugin attached to
 // neither (what the two containerds differ by alone), then two with a
 // do-nothing NRI plugin attached to the first (plugin_floor.go: NRI's own
-// cost, the floor; and with PostCreateContainer too), then the same with
+// cost, the floor; and with PostCreateContainer too, a reference: the
+// plugin subscribes to it no more), then the same with
 // cri-nstarget's plugin attached. The figures: the first's time minus the second's,
 // pairwise (all pairs, as bench-target's: the median is its "pairwise"),
 // median and p90, per phase; the plugin's VmRSS and VmHWM after the creates.

@@ -17,10 +17,12 @@ import (
 // to the events of the methods it has, so nullPlugin, with CreateContainer
 // alone, makes containerd call it once in every create and wait for its
 // empty answer (no adjustment); nullPostCreate has PostCreateContainer too,
-// as the plugin mode's watcher has, which containerd calls after it has
-// made the container, and waits for as well. The plugin mode cannot go
-// under the first; the second minus the first is what that subscription
-// costs.
+// which containerd calls after it has made the container, and waits for as
+// well. The plugin mode cannot go under the first, the floor of its
+// creates: it subscribes to no other event of a create. The second is kept
+// as a reference: what a PostCreateContainer subscription costs every
+// create (the plugin mode's watcher had one until it asked containerd's
+// metadata at StopContainer instead, nriplugin/watch.go).
 
 // nullPlugin answers every CreateContainer with no adjustment.
 type nullPlugin struct{ synced chan struct{} }
