@@ -100,13 +100,13 @@ func (w watching) StopContainer(ctx context.Context, pod *api.PodSandbox, c *api
 // PostStartContainer: a container started was made, whatever the plugin
 // answered its create with.
 func (w watching) PostStartContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	w.made(c.GetId())
+	w.settled(c.GetId())
 	w.watcher.Started(pod, c)
 	return nil
 }
 
 func (w watching) RemoveContainer(_ context.Context, _ *api.PodSandbox, c *api.Container) error {
-	w.made(c.GetId()) // pending no more
+	w.settled(c.GetId()) // pending no more
 	w.watcher.Removed(c)
 	return nil
 }
@@ -128,9 +128,9 @@ func (p *Plugin) adjusting(id string) {
 	p.pending[id] = true
 }
 
-// made: container id's create is no longer pending (started, stopped, or
+// settled: container id's create is no longer pending (started, stopped, or
 // removed). It tells whether it was.
-func (p *Plugin) made(id string) bool {
+func (p *Plugin) settled(id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pending := p.pending[id]
@@ -147,7 +147,7 @@ func (p *Plugin) made(id string) bool {
 // watcher asks containerd's metadata: no container is an undone create; one
 // is an ordinary stop; no answer is not taken for either, and said.
 func (w watching) undone(ctx context.Context, pod *api.PodSandbox, c *api.Container) error {
-	if !w.made(c.GetId()) {
+	if !w.settled(c.GetId()) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, existsTimeout)
