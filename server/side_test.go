@@ -23,20 +23,7 @@ func TestSideQueueBounded(t *testing.T) {
 		defer mu.Unlock()
 		dropped[c]++
 	})
-	hold, running := make(chan struct{}), make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		q.run()
-		close(ended)
-	}()
-	q.submit(chanVerify, func(ctx context.Context) {
-		close(running)
-		select {
-		case <-hold:
-		case <-ctx.Done(): // the server's life ended
-		}
-	})
-	<-running
+	ended := runHeld(q)
 	for range sideQueueSize {
 		if !q.submit(chanVerify, func(context.Context) {}) {
 			t.Fatal("a job within the bound was dropped")
@@ -76,19 +63,7 @@ func TestSideQueueLogLines(t *testing.T) {
 	life, stop := context.WithCancel(context.Background())
 	dropped := map[string]int{}
 	q := newSideQueue(life, logrus.NewEntry(logrus.New()), func(c string) { dropped[c]++ }) // one goroutine counts: this one
-	hold, running, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		q.run()
-		close(ended)
-	}()
-	q.submit(chanVerify, func(ctx context.Context) {
-		close(running)
-		select {
-		case <-hold:
-		case <-ctx.Done():
-		}
-	})
-	<-running
+	ended := runHeld(q)
 	var mu sync.Mutex
 	var written []int
 	line := func(i int) func() {
@@ -112,4 +87,21 @@ func TestSideQueueLogLines(t *testing.T) {
 	if len(written) != sideQueueSize+1 || written[0] != 0 || written[sideQueueSize-1] != sideQueueSize-1 || written[sideQueueSize] != -1 {
 		t.Errorf("%d lines written (first %v), want the %d queued, in order, then the one after the stop", len(written), written[:min(3, len(written))], sideQueueSize)
 	}
+}
+
+// runHeld runs q's goroutine, and has it run a job that holds it until
+// the server's life ends, so that what is submitted after stays queued. It
+// returns a channel closed when the goroutine has ended.
+func runHeld(q *sideQueue) <-chan struct{} {
+	running, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		q.run()
+		close(ended)
+	}()
+	q.submit(chanVerify, func(ctx context.Context) {
+		close(running)
+		<-ctx.Done() // the server's life ended
+	})
+	<-running
+	return ended
 }
